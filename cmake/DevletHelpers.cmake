@@ -1,0 +1,109 @@
+# devlet_cc_library / devlet_cc_test / devlet_cc_binary / devlet_cc_benchmark / devlet_proto_library:
+# one place that applies the warning set, sanitizers, include layout and the devlet:: alias.
+
+set(DEVLET_WARNINGS
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Woverloaded-virtual
+  -Wimplicit-fallthrough -Wno-missing-field-initializers)
+
+function(devlet_apply_common_options target)
+  target_compile_options(${target} PRIVATE ${DEVLET_WARNINGS})
+  if(DEVLET_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(DEVLET_SANITIZE)
+    list(JOIN DEVLET_SANITIZE "," _san)
+    target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=${_san})
+  endif()
+endfunction()
+
+# devlet_cc_library(NAME foo SRCS ... DEPS ... PUBLIC_DEPS ... [TESTONLY] [INCLUDE_DIR dir])
+# Creates devlet_foo with alias devlet::foo; public headers live in <dir>/include.
+function(devlet_cc_library)
+  cmake_parse_arguments(ARG "TESTONLY;HEADER_ONLY" "NAME;INCLUDE_DIR" "SRCS;DEPS;PUBLIC_DEPS" ${ARGN})
+  set(_target devlet_${ARG_NAME})
+  if(NOT ARG_INCLUDE_DIR)
+    set(ARG_INCLUDE_DIR ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  endif()
+  if(ARG_HEADER_ONLY)
+    add_library(${_target} INTERFACE)
+    target_include_directories(${_target} INTERFACE ${ARG_INCLUDE_DIR})
+    target_link_libraries(${_target} INTERFACE ${ARG_PUBLIC_DEPS} ${ARG_DEPS})
+  else()
+    add_library(${_target} STATIC ${ARG_SRCS})
+    target_include_directories(${_target} PUBLIC ${ARG_INCLUDE_DIR}
+                                          PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+    target_link_libraries(${_target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_DEPS})
+    devlet_apply_common_options(${_target})
+  endif()
+  add_library(devlet::${ARG_NAME} ALIAS ${_target})
+endfunction()
+
+# devlet_cc_test(NAME foo_test SRCS ... DEPS ... [LABELS unit] [ARGS ...])
+# Tests are labelled 'unit' unless told otherwise; CI runs the unit label under ASan+UBSan too.
+function(devlet_cc_test)
+  if(NOT DEVLET_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ARGS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  devlet_apply_common_options(${ARG_NAME})
+  gtest_discover_tests(${ARG_NAME}
+    EXTRA_ARGS ${ARG_ARGS}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# devlet_cc_binary(NAME devlet-foo SRCS main.cc DEPS ...)
+function(devlet_cc_binary)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+  devlet_apply_common_options(${ARG_NAME})
+endfunction()
+
+# devlet_cc_benchmark(NAME foo_benchmark SRCS ... DEPS ...): built, never run by ctest.
+function(devlet_cc_benchmark)
+  if(NOT DEVLET_BUILD_BENCHMARKS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+  devlet_apply_common_options(${ARG_NAME})
+endfunction()
+
+# devlet_proto_library(NAME foo_proto PROTOS a.proto b.proto [GRPC] [IMPORT_DIR dir])
+# One generated-code target per proto set; generated code is compiled without our warning set.
+function(devlet_proto_library)
+  cmake_parse_arguments(ARG "GRPC" "NAME;IMPORT_DIR" "PROTOS" ${ARGN})
+  devlet_require_grpc()
+  if(NOT ARG_IMPORT_DIR)
+    set(ARG_IMPORT_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+  endif()
+  set(_target devlet_${ARG_NAME})
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_gen)
+  file(MAKE_DIRECTORY ${_out})
+  add_library(${_target} STATIC ${ARG_PROTOS})
+  target_link_libraries(${_target} PUBLIC protobuf::libprotobuf)
+  target_include_directories(${_target} PUBLIC ${_out})
+  protobuf_generate(TARGET ${_target} LANGUAGE cpp IMPORT_DIRS ${ARG_IMPORT_DIR}
+                    PROTOC_OUT_DIR ${_out})
+  if(ARG_GRPC)
+    target_link_libraries(${_target} PUBLIC gRPC::grpc++)
+    protobuf_generate(TARGET ${_target} LANGUAGE grpc IMPORT_DIRS ${ARG_IMPORT_DIR}
+                      PROTOC_OUT_DIR ${_out}
+                      GENERATE_EXTENSIONS .grpc.pb.h .grpc.pb.cc
+                      PLUGIN protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>)
+  endif()
+  add_library(devlet::${ARG_NAME} ALIAS ${_target})
+endfunction()

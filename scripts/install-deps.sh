@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package devlet needs to build, test and benchmark.
+# Idempotent: packages already present are skipped by apt.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  clang-format clang-tidy
+  libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libre2-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libhwloc-dev libseccomp-dev libcurl4-openssl-dev libboost-dev libcpp-httplib-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

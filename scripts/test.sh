@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every devlet test: builds (Ninja + ccache), runs all ctest tests, then rebuilds the unit
+# tests with ASan+UBSan and runs them again.
+#
+#   scripts/test.sh              everything
+#   scripts/test.sh --fast       skip the sanitizer pass
+#   scripts/test.sh -R cel       pass extra arguments to both ctest runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fast=0
+ctest_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --fast) fast=1 ;;
+    *) ctest_args+=("$arg") ;;
+  esac
+done
+
+bash scripts/install-deps.sh
+jobs=${DEVLET_JOBS:-$(nproc)}
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+
+echo "== build (RelWithDebInfo) =="
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+echo "== tests =="
+ctest --test-dir build --output-on-failure -j "$jobs" "${ctest_args[@]}"
+
+if ((fast == 0)); then
+  echo "== unit tests under ASan+UBSan =="
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDEVLET_BUILD_BENCHMARKS=OFF \
+    "-DDEVLET_SANITIZE=address;undefined" >/dev/null
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "${ctest_args[@]}"
+fi

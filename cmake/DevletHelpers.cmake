@@ -1,3 +1,27 @@
+# devlet_module_enabled(<out> <path>): whether DEVLET_ONLY_MODULES lets <path> build.
+function(devlet_module_enabled out path)
+  if(NOT DEVLET_ONLY_MODULES OR "${path}" IN_LIST DEVLET_ONLY_MODULES)
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+# devlet_add_children(): adds every child folder of the current one that has a CMakeLists.txt
+# (used by cmd/ and integration/, where each binary or harness owns a folder).
+function(devlet_add_children)
+  file(GLOB _children RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*/CMakeLists.txt)
+  file(RELATIVE_PATH _self ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  list(SORT _children)
+  foreach(_child IN LISTS _children)
+    get_filename_component(_dir ${_child} DIRECTORY)
+    if(NOT DEVLET_ONLY_MODULES OR "${_self}/${_dir}" IN_LIST DEVLET_ONLY_MODULES
+       OR "${_self}" IN_LIST DEVLET_ONLY_MODULES)
+      add_subdirectory(${_dir})
+    endif()
+  endforeach()
+endfunction()
+
 # devlet_cc_library / devlet_cc_test / devlet_cc_binary / devlet_cc_benchmark / devlet_proto_library:
 # one place that applies the warning set, sanitizers, include layout and the devlet:: alias.
 
@@ -106,4 +130,31 @@ function(devlet_proto_library)
                       PLUGIN protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>)
   endif()
   add_library(devlet::${ARG_NAME} ALIAS ${_target})
+endfunction()
+
+# devlet_go_binary(NAME peer [DIR dir]): builds the Go program in DIR (default: this folder, a Go
+# module of its own with a committed go.sum) into ${CMAKE_CURRENT_BINARY_DIR}/NAME. Upstream peers
+# come from the Go module proxy; nothing upstream is committed. Sets DEVLET_GO_<NAME> to the path.
+find_program(DEVLET_GO go PATHS /usr/local/go/bin /usr/lib/go/bin)
+function(devlet_go_binary)
+  cmake_parse_arguments(ARG "" "NAME;DIR" "" ${ARGN})
+  if(NOT DEVLET_GO)
+    message(FATAL_ERROR "go is required for ${ARG_NAME}")
+  endif()
+  if(NOT ARG_DIR)
+    set(ARG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+  endif()
+  file(GLOB_RECURSE _go_sources CONFIGURE_DEPENDS ${ARG_DIR}/*.go ${ARG_DIR}/go.mod ${ARG_DIR}/go.sum)
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME})
+  add_custom_command(
+    OUTPUT ${_out}
+    COMMAND ${CMAKE_COMMAND} -E env GOFLAGS=-mod=mod ${DEVLET_GO} build -o ${_out} .
+    WORKING_DIRECTORY ${ARG_DIR}
+    DEPENDS ${_go_sources}
+    COMMENT "go build ${ARG_NAME}"
+    VERBATIM)
+  add_custom_target(${ARG_NAME}_go ALL DEPENDS ${_out})
+  string(TOUPPER ${ARG_NAME} _upper)
+  string(REPLACE "-" "_" _upper ${_upper})
+  set(DEVLET_GO_${_upper} ${_out} PARENT_SCOPE)
 endfunction()

@@ -30,6 +30,7 @@ ctest --test-dir build --output-on-failure -j "$jobs" "${ctest_args[@]}"
 if ((fast == 0)); then
   echo "== unit tests under ASan+UBSan =="
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDEVLET_BUILD_BENCHMARKS=OFF \
+    -DDEVLET_BUILD_INTEGRATION=OFF \
     "-DDEVLET_SANITIZE=address;undefined" >/dev/null
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

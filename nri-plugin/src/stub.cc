@@ -1,0 +1,548 @@
+#include "devlet/nri/stub.h"
+
+#include <cstdlib>
+#include <thread>
+#include <utility>
+
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+
+namespace devlet::nri {
+namespace {
+
+bool ValidName(std::string_view name) {
+  if (name.empty()) {
+    return false;
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '+' || c == '-';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ValidIndex(std::string_view index) {
+  return index.size() == 2 && index[0] >= '0' && index[0] <= '9' && index[1] >= '0' &&
+         index[1] <= '9';
+}
+
+// Serve registers a typed handler: decode the request, run `fn`, encode the reply.
+template <typename Request, typename Reply, typename Fn>
+void Serve(ServiceRegistry& services, const std::string& method, Fn fn) {
+  services.Register(
+      kPluginService, method,
+      [method, fn = std::move(fn)](const CallContext&,
+                                   std::string_view payload) -> absl::StatusOr<std::string> {
+        Request request;
+        if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return InvalidArgument("NRI " + method + ": undecodable request");
+        }
+        absl::StatusOr<Reply> reply = fn(request);
+        if (!reply.ok()) {
+          return reply.status();
+        }
+        return reply->SerializeAsString();
+      });
+}
+
+}  // namespace
+
+uint32_t SubscribedEvents(const Handlers& h) {
+  uint32_t mask = 0;
+  auto add = [&](bool set, api::Event event) {
+    if (set) {
+      mask |= EventBit(event);
+    }
+  };
+  add(bool(h.run_pod_sandbox), api::RUN_POD_SANDBOX);
+  add(bool(h.update_pod_sandbox), api::UPDATE_POD_SANDBOX);
+  add(bool(h.post_update_pod_sandbox), api::POST_UPDATE_POD_SANDBOX);
+  add(bool(h.stop_pod_sandbox), api::STOP_POD_SANDBOX);
+  add(bool(h.remove_pod_sandbox), api::REMOVE_POD_SANDBOX);
+  add(bool(h.create_container), api::CREATE_CONTAINER);
+  add(bool(h.post_create_container), api::POST_CREATE_CONTAINER);
+  add(bool(h.start_container), api::START_CONTAINER);
+  add(bool(h.post_start_container), api::POST_START_CONTAINER);
+  add(bool(h.update_container), api::UPDATE_CONTAINER);
+  add(bool(h.post_update_container), api::POST_UPDATE_CONTAINER);
+  add(bool(h.stop_container), api::STOP_CONTAINER);
+  add(bool(h.remove_container), api::REMOVE_CONTAINER);
+  add(bool(h.validate_container_adjustment), api::VALIDATE_CONTAINER_ADJUSTMENT);
+  return mask;
+}
+
+absl::StatusOr<std::unique_ptr<Stub>> Stub::Create(Handlers handlers, StubOptions options) {
+  if (options.use_environment) {
+    if (const char* name = std::getenv(kPluginNameEnv); name != nullptr && *name != '\0') {
+      options.name = name;
+    }
+    if (const char* index = std::getenv(kPluginIdxEnv); index != nullptr && *index != '\0') {
+      options.index = index;
+    }
+    if (const char* fd = std::getenv(kPluginSocketEnv); fd != nullptr && *fd != '\0') {
+      char* end = nullptr;
+      const long value = std::strtol(fd, &end, 10);
+      if (end == fd || *end != '\0' || value < 0 || value > 65535) {
+        return InvalidArgument(std::string(kPluginSocketEnv) + "=\"" + fd +
+                               "\" is not a file descriptor number");
+      }
+      options.socket_fd = static_cast<int>(value);
+    }
+  }
+  if (!ValidName(options.name)) {
+    return InvalidArgument("NRI plugin name \"" + options.name +
+                           "\" must be non-empty and use only [a-zA-Z0-9_.+-]");
+  }
+  if (!ValidIndex(options.index)) {
+    return InvalidArgument("NRI plugin index \"" + options.index + "\" must be two digits");
+  }
+  if (options.socket_fd < 0 && options.socket_path.empty()) {
+    return InvalidArgument("NRI plugin needs a socket path or an inherited socket");
+  }
+  if (options.min_backoff.count() <= 0) {
+    options.min_backoff = std::chrono::milliseconds(1);
+  }
+  if (options.max_backoff < options.min_backoff) {
+    options.max_backoff = options.min_backoff;
+  }
+  std::unique_ptr<Stub> stub(new Stub(std::move(handlers), std::move(options)));
+  stub->RegisterServices();
+  return stub;
+}
+
+Stub::Stub(Handlers handlers, StubOptions options)
+    : handlers_(std::move(handlers)),
+      options_(std::move(options)),
+      services_(std::make_shared<ServiceRegistry>()) {}
+
+Stub::~Stub() { Stop(); }
+
+void Stub::RegisterServices() {
+  ServiceRegistry& s = *services_;
+  const Handlers& h = handlers_;
+
+  Serve<api::ConfigureRequest, api::ConfigureResponse>(
+      s, "Configure",
+      [this](const api::ConfigureRequest& request) -> absl::StatusOr<api::ConfigureResponse> {
+        RuntimeInfo runtime;
+        runtime.name = request.runtime_name();
+        runtime.version = request.runtime_version();
+        runtime.nri_version = EffectiveNriVersion(request.nri_version(), request.runtime_name(),
+                                                  request.runtime_version());
+        runtime.nri_version_inferred = !ParseNriVersion(request.nri_version()).known;
+        runtime.registration_timeout = std::chrono::milliseconds(request.registration_timeout());
+        runtime.request_timeout = std::chrono::milliseconds(request.request_timeout());
+        if (handlers_.configure) {
+          DEVLET_RETURN_IF_ERROR(handlers_.configure(runtime, request.config()));
+        }
+        const uint32_t wanted =
+            options_.events_override != 0 ? options_.events_override : SubscribedEvents(handlers_);
+        const uint32_t valid = ValidEventsMask(runtime.nri_version);
+        const uint32_t events = wanted & valid;
+        if (events == 0) {
+          // 0 would mean "every event" to the runtime.
+          return FailedPrecondition("NRI plugin " + options_.name +
+                                    " has no handler for any event runtime " + runtime.name +
+                                    " " + runtime.version + " knows");
+        }
+        if (events != wanted) {
+          log::Logger().Info("NRI runtime does not know some subscribed events; dropped them",
+                             "runtime", runtime.name + " " + runtime.version, "nriVersion",
+                             runtime.nri_version.text, "dropped", wanted & ~valid);
+        }
+        log::Logger().V(2).Info("NRI plugin configured", "runtime", runtime.name, "version",
+                                runtime.version, "nriVersion", runtime.nri_version.text,
+                                "events", events);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          runtime_ = runtime;
+          events_ = events;
+        }
+        api::ConfigureResponse response;
+        response.set_events(static_cast<int32_t>(events));
+        return response;
+      });
+
+  Serve<api::SynchronizeRequest, api::SynchronizeResponse>(
+      s, "Synchronize",
+      [this](const api::SynchronizeRequest& request) -> absl::StatusOr<api::SynchronizeResponse> {
+        std::lock_guard<std::mutex> lock(sync_mu_);
+        for (const auto& pod : request.pods()) {
+          sync_pods_.push_back(pod);
+        }
+        for (const auto& container : request.containers()) {
+          sync_containers_.push_back(container);
+        }
+        api::SynchronizeResponse response;
+        if (request.more()) {
+          response.set_more(true);  // Intermediate page: no updates allowed.
+          return response;
+        }
+        std::vector<api::PodSandbox> pods = std::move(sync_pods_);
+        std::vector<api::Container> containers = std::move(sync_containers_);
+        sync_pods_.clear();
+        sync_containers_.clear();
+        if (handlers_.synchronize) {
+          DEVLET_ASSIGN_OR_RETURN(std::vector<api::ContainerUpdate> updates,
+                                  handlers_.synchronize(pods, containers));
+          for (auto& update : updates) {
+            *response.add_update() = std::move(update);
+          }
+        }
+        return response;
+      });
+
+  Serve<api::Empty, api::Empty>(s, "Shutdown",
+                                [this](const api::Empty&) -> absl::StatusOr<api::Empty> {
+                                  if (handlers_.shutdown) {
+                                    handlers_.shutdown();
+                                  }
+                                  return api::Empty();
+                                });
+
+  const bool legacy = options_.state_change_only;
+  auto pod_event = [&s, legacy](const std::string& method, PodHandler handler, auto request_tag,
+                                auto reply_tag) {
+    using Request = decltype(request_tag);
+    using Reply = decltype(reply_tag);
+    Serve<Request, Reply>(s, method,
+                          [method, handler, legacy](const Request& request) -> absl::StatusOr<Reply> {
+                            if (legacy) {
+                              return Unimplemented("method " + method);
+                            }
+                            if (handler) {
+                              DEVLET_RETURN_IF_ERROR(handler(request.pod()));
+                            }
+                            return Reply();
+                          });
+  };
+  auto container_event = [&s, legacy](const std::string& method, ContainerHandler handler,
+                                      auto request_tag, auto reply_tag) {
+    using Request = decltype(request_tag);
+    using Reply = decltype(reply_tag);
+    Serve<Request, Reply>(
+        s, method, [method, handler, legacy](const Request& request) -> absl::StatusOr<Reply> {
+          if (legacy) {
+            return Unimplemented("method " + method);
+          }
+          if (handler) {
+            DEVLET_RETURN_IF_ERROR(handler(request.pod(), request.container()));
+          }
+          return Reply();
+        });
+  };
+  pod_event("RunPodSandbox", h.run_pod_sandbox, api::RunPodSandboxRequest(),
+            api::RunPodSandboxResponse());
+  pod_event("PostUpdatePodSandbox", h.post_update_pod_sandbox, api::PostUpdatePodSandboxRequest(),
+            api::PostUpdatePodSandboxResponse());
+  pod_event("StopPodSandbox", h.stop_pod_sandbox, api::StopPodSandboxRequest(),
+            api::StopPodSandboxResponse());
+  pod_event("RemovePodSandbox", h.remove_pod_sandbox, api::RemovePodSandboxRequest(),
+            api::RemovePodSandboxResponse());
+  container_event("PostCreateContainer", h.post_create_container,
+                  api::PostCreateContainerRequest(), api::PostCreateContainerResponse());
+  container_event("StartContainer", h.start_container, api::StartContainerRequest(),
+                  api::StartContainerResponse());
+  container_event("PostStartContainer", h.post_start_container, api::PostStartContainerRequest(),
+                  api::PostStartContainerResponse());
+  container_event("PostUpdateContainer", h.post_update_container,
+                  api::PostUpdateContainerRequest(), api::PostUpdateContainerResponse());
+  container_event("RemoveContainer", h.remove_container, api::RemoveContainerRequest(),
+                  api::RemoveContainerResponse());
+
+  Serve<api::UpdatePodSandboxRequest, api::UpdatePodSandboxResponse>(
+      s, "UpdatePodSandbox",
+      [this](const api::UpdatePodSandboxRequest& request)
+          -> absl::StatusOr<api::UpdatePodSandboxResponse> {
+        if (handlers_.update_pod_sandbox) {
+          DEVLET_RETURN_IF_ERROR(handlers_.update_pod_sandbox(request));
+        }
+        return api::UpdatePodSandboxResponse();
+      });
+
+  Serve<api::CreateContainerRequest, api::CreateContainerResponse>(
+      s, "CreateContainer",
+      [this](const api::CreateContainerRequest& request)
+          -> absl::StatusOr<api::CreateContainerResponse> {
+        if (!handlers_.create_container) {
+          return api::CreateContainerResponse();
+        }
+        return handlers_.create_container(request.pod(), request.container());
+      });
+
+  Serve<api::UpdateContainerRequest, api::UpdateContainerResponse>(
+      s, "UpdateContainer",
+      [this](const api::UpdateContainerRequest& request)
+          -> absl::StatusOr<api::UpdateContainerResponse> {
+        if (!handlers_.update_container) {
+          return api::UpdateContainerResponse();
+        }
+        return handlers_.update_container(request.pod(), request.container(),
+                                          request.linux_resources());
+      });
+
+  Serve<api::StopContainerRequest, api::StopContainerResponse>(
+      s, "StopContainer",
+      [this](const api::StopContainerRequest& request)
+          -> absl::StatusOr<api::StopContainerResponse> {
+        if (!handlers_.stop_container) {
+          return api::StopContainerResponse();
+        }
+        return handlers_.stop_container(request.pod(), request.container());
+      });
+
+  Serve<api::ValidateContainerAdjustmentRequest, api::ValidateContainerAdjustmentResponse>(
+      s, "ValidateContainerAdjustment",
+      [this](const api::ValidateContainerAdjustmentRequest& request)
+          -> absl::StatusOr<api::ValidateContainerAdjustmentResponse> {
+        if (!handlers_.validate_container_adjustment) {
+          return api::ValidateContainerAdjustmentResponse();
+        }
+        return handlers_.validate_container_adjustment(request);
+      });
+
+  // The pre-v0.12 path: one rpc for every event that has no reply of its own.
+  Serve<api::StateChangeEvent, api::Empty>(
+      s, "StateChange", [this](const api::StateChangeEvent& event) -> absl::StatusOr<api::Empty> {
+        const Handlers& hs = handlers_;
+        const api::PodSandbox& pod = event.pod();
+        const api::Container& container = event.container();
+        auto pod_call = [&](const PodHandler& handler) {
+          return handler ? handler(pod) : absl::OkStatus();
+        };
+        auto container_call = [&](const ContainerHandler& handler) {
+          return handler ? handler(pod, container) : absl::OkStatus();
+        };
+        absl::Status status;
+        switch (event.event()) {
+          case api::RUN_POD_SANDBOX:
+            status = pod_call(hs.run_pod_sandbox);
+            break;
+          case api::POST_UPDATE_POD_SANDBOX:
+            status = pod_call(hs.post_update_pod_sandbox);
+            break;
+          case api::STOP_POD_SANDBOX:
+            status = pod_call(hs.stop_pod_sandbox);
+            break;
+          case api::REMOVE_POD_SANDBOX:
+            status = pod_call(hs.remove_pod_sandbox);
+            break;
+          case api::POST_CREATE_CONTAINER:
+            status = container_call(hs.post_create_container);
+            break;
+          case api::START_CONTAINER:
+            status = container_call(hs.start_container);
+            break;
+          case api::POST_START_CONTAINER:
+            status = container_call(hs.post_start_container);
+            break;
+          case api::POST_UPDATE_CONTAINER:
+            status = container_call(hs.post_update_container);
+            break;
+          case api::REMOVE_CONTAINER:
+            status = container_call(hs.remove_container);
+            break;
+          default:
+            // Events with replies of their own never come through StateChange; ignore others.
+            log::Logger().V(2).Info("Ignoring NRI StateChange event", "event",
+                                    static_cast<int>(event.event()));
+            break;
+        }
+        DEVLET_RETURN_IF_ERROR(status);
+        return api::Empty();
+      });
+}
+
+absl::Status Stub::Register(Connection& connection) {
+  api::RegisterPluginRequest request;
+  request.set_plugin_name(options_.name);
+  request.set_plugin_idx(options_.index);
+  request.set_nri_version(kImplementedNriVersion);
+  absl::StatusOr<std::string> reply =
+      connection.Call(kRuntimeService, "RegisterPlugin", request.SerializeAsString(),
+                      options_.registration_timeout);
+  if (!reply.ok()) {
+    return WithContext(reply.status(),
+                       "registering NRI plugin " + options_.index + "-" + options_.name);
+  }
+  return absl::OkStatus();
+}
+
+bool Stub::SleepUnlessStopped(std::chrono::milliseconds duration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, duration, [&] { return stop_; });
+  return !stop_;
+}
+
+absl::Status Stub::Run() {
+  std::chrono::milliseconds backoff = options_.min_backoff;
+  auto next_backoff = [&] {
+    const auto current = backoff;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+    return current;
+  };
+  const log::Logger logger = log::Logger().With("plugin", options_.index + "-" + options_.name);
+  while (true) {
+    UniqueFd fd;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) {
+        return absl::OkStatus();
+      }
+    }
+    if (pre_launched()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fd_used_) {
+        return Unavailable("the runtime closed the pre-launched NRI plugin's socket");
+      }
+      fd_used_ = true;
+      fd.reset(options_.socket_fd);
+    } else {
+      absl::StatusOr<UniqueFd> connected = ConnectUnix(options_.socket_path);
+      if (!connected.ok()) {
+        if (!options_.reconnect) {
+          return connected.status();
+        }
+        logger.V(2).Info("NRI runtime not reachable, retrying", "socket", options_.socket_path,
+                         "err", Message(connected.status()));
+        if (!SleepUnlessStopped(next_backoff())) {
+          return absl::OkStatus();
+        }
+        continue;
+      }
+      fd = std::move(*connected);
+    }
+
+    auto started = Connection::Start(
+        std::move(fd), {.serve_conn = kPluginServiceConn,
+                        .call_conn = kRuntimeServiceConn,
+                        .services = services_,
+                        .workers = options_.workers,
+                        .on_close = [this](const absl::Status&) {
+                          std::lock_guard<std::mutex> lock(mu_);
+                          cv_.notify_all();
+                        }});
+    if (!started.ok()) {
+      return started.status();
+    }
+    std::shared_ptr<Connection> connection(std::move(*started));
+    absl::Status registered = Register(*connection);
+    if (registered.ok()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      connection_ = connection;
+      ++registrations_;
+      backoff = options_.min_backoff;
+      logger.Info("NRI plugin registered", "socket",
+                  pre_launched() ? std::string("inherited fd") : options_.socket_path);
+      cv_.wait(lock, [&] { return stop_ || connection->closed(); });
+      connection_.reset();
+    } else {
+      logger.Error(registered, "NRI plugin registration failed");
+    }
+    connection->Close();
+    connection->WaitClosed(std::chrono::seconds(5));
+    const absl::Status why = registered.ok() ? connection->close_reason() : registered;
+    // Callers of UpdateContainers may briefly hold the connection; it must be destroyed here,
+    // never on one of its own threads.
+    while (connection.use_count() > 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    connection.reset();
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      sync_pods_.clear();
+      sync_containers_.clear();
+    }
+    if (options_.on_close) {
+      options_.on_close(why);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) {
+        return absl::OkStatus();
+      }
+    }
+    if (pre_launched() || !options_.reconnect) {
+      return why.ok() ? Unavailable("NRI connection closed") : why;
+    }
+    logger.Info("NRI connection lost, reconnecting", "err", Message(why));
+    if (!SleepUnlessStopped(next_backoff())) {
+      return absl::OkStatus();
+    }
+  }
+}
+
+void Stub::Stop() {
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    connection = connection_;
+  }
+  cv_.notify_all();
+  if (connection) {
+    connection->Close();
+  }
+}
+
+std::shared_ptr<Connection> Stub::CurrentConnection() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connection_;
+}
+
+absl::StatusOr<std::vector<api::ContainerUpdate>> Stub::UpdateContainers(
+    const std::vector<api::ContainerUpdate>& updates,
+    const std::vector<api::ContainerEviction>& evictions) {
+  std::optional<RuntimeInfo> info = runtime();
+  std::shared_ptr<Connection> connection = CurrentConnection();
+  if (!connection || !info) {
+    return Unavailable("NRI plugin " + options_.name + " is not connected to a runtime");
+  }
+  if (!SupportsSafeUpdateContainers(info->nri_version)) {
+    return FailedPrecondition("runtime " + info->name + " " + info->version + " (NRI " +
+                              (info->nri_version.known ? info->nri_version.text : "unknown") +
+                              ") may deadlock on UpdateContainers; it needs NRI v0.12.1 or newer");
+  }
+  api::UpdateContainersRequest request;
+  for (const auto& update : updates) {
+    *request.add_update() = update;
+  }
+  for (const auto& eviction : evictions) {
+    *request.add_evict() = eviction;
+  }
+  const auto timeout = info->request_timeout.count() > 0 ? info->request_timeout
+                                                          : std::chrono::milliseconds(2000);
+  DEVLET_ASSIGN_OR_RETURN(std::string payload,
+                          connection->Call(kRuntimeService, "UpdateContainers",
+                                           request.SerializeAsString(), timeout));
+  api::UpdateContainersResponse response;
+  if (!response.ParseFromString(payload)) {
+    return Internal("undecodable UpdateContainers reply");
+  }
+  return std::vector<api::ContainerUpdate>(response.failed().begin(), response.failed().end());
+}
+
+std::optional<RuntimeInfo> Stub::runtime() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runtime_;
+}
+
+uint32_t Stub::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+int Stub::registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registrations_;
+}
+
+bool Stub::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connection_ != nullptr && !connection_->closed();
+}
+
+}  // namespace devlet::nri

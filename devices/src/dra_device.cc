@@ -1,0 +1,209 @@
+#include "devlet/devices/dra_device.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <type_traits>
+
+#include "devlet/common/status.h"
+
+namespace devlet::devices {
+namespace {
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) out += " ";
+    out += names[i];
+  }
+  return out + "]";
+}
+
+bool IsDnsLabel(std::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+bool IsDnsSubdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t dot = s.find('.', start);
+    if (dot == std::string_view::npos) dot = s.size();
+    if (!IsDnsLabel(s.substr(start, dot - start))) return false;
+    start = dot + 1;
+  }
+  return true;
+}
+
+bool IsCIdentifier(std::string_view s) {
+  if (s.empty() || s.size() > 32) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+              (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// A qualified name: optional "<DNS subdomain, <= 63>/" prefix plus a C identifier <= 32.
+bool IsQualifiedName(std::string_view name) {
+  size_t slash = name.find('/');
+  if (slash == std::string_view::npos) return IsCIdentifier(name);
+  std::string_view domain = name.substr(0, slash);
+  return domain.size() <= 63 && IsDnsSubdomain(domain) && IsCIdentifier(name.substr(slash + 1));
+}
+
+bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+}  // namespace
+
+std::string AttributeToString(const AttributeValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          return std::to_string(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return "\"" + v + "\"";
+        } else {
+          return "v" + v.value;
+        }
+      },
+      value);
+}
+
+const DraDevice* DeviceSet::Find(std::string_view name) const {
+  for (const DraDevice& device : devices) {
+    if (device.name == name) return &device;
+  }
+  return nullptr;
+}
+
+std::string DeviceSetDiff::ToString() const {
+  std::string out = "added " + JoinNames(added) + " removed " + JoinNames(removed) + " changed " +
+                    JoinNames(changed);
+  if (counter_sets_changed) out += " (counter sets changed)";
+  return out;
+}
+
+DeviceSetDiff DiffDeviceSets(const DeviceSet& before, const DeviceSet& after) {
+  DeviceSetDiff diff;
+  std::map<std::string, const DraDevice*> old_devices;
+  for (const DraDevice& d : before.devices) old_devices[d.name] = &d;
+  std::set<std::string> seen;
+  for (const DraDevice& d : after.devices) {
+    seen.insert(d.name);
+    auto it = old_devices.find(d.name);
+    if (it == old_devices.end()) {
+      diff.added.push_back(d.name);
+    } else if (!(*it->second == d)) {
+      diff.changed.push_back(d.name);
+    }
+  }
+  for (const auto& [name, device] : old_devices) {
+    if (!seen.contains(name)) diff.removed.push_back(name);
+  }
+  std::sort(diff.added.begin(), diff.added.end());
+  std::sort(diff.changed.begin(), diff.changed.end());
+  diff.counter_sets_changed = !(before.counter_sets == after.counter_sets);
+  return diff;
+}
+
+absl::Status ValidateDeviceSet(const DeviceSet& set) {
+  std::set<std::string> names;
+  std::set<std::string> counter_sets;
+  for (const CounterSet& cs : set.counter_sets) {
+    if (!IsDnsLabel(cs.name)) {
+      return InvalidArgument("counter set \"" + cs.name + "\": name must be a DNS label");
+    }
+    if (!counter_sets.insert(cs.name).second) {
+      return InvalidArgument("counter set \"" + cs.name + "\" is defined twice");
+    }
+    if (cs.counters.size() > 32) {
+      return InvalidArgument("counter set \"" + cs.name + "\" has more than 32 counters");
+    }
+  }
+  if (set.counter_sets.size() > 8) {
+    return InvalidArgument("more than 8 shared counter sets on the node");
+  }
+  for (const DraDevice& d : set.devices) {
+    const std::string where = "device \"" + d.name + "\"";
+    if (!IsDnsLabel(d.name)) return InvalidArgument(where + ": name must be a DNS label");
+    if (!names.insert(d.name).second) return InvalidArgument(where + " is defined twice");
+    if (d.attributes.size() + d.capacities.size() > 32) {
+      return InvalidArgument(where + ": more than 32 attributes and capacities");
+    }
+    for (const auto& [name, value] : d.attributes) {
+      if (!IsQualifiedName(name)) {
+        return InvalidArgument(where + ": attribute name \"" + name + "\" is not a qualified name");
+      }
+      if (const auto* s = std::get_if<std::string>(&value); s && s->size() > 64) {
+        return InvalidArgument(where + ": attribute " + name + " is longer than 64 characters");
+      }
+      if (const auto* v = std::get_if<SemVer>(&value); v && v->value.size() > 64) {
+        return InvalidArgument(where + ": attribute " + name + " is longer than 64 characters");
+      }
+    }
+    for (const auto& [name, capacity] : d.capacities) {
+      if (!IsQualifiedName(name)) {
+        return InvalidArgument(where + ": capacity name \"" + name + "\" is not a qualified name");
+      }
+      if (capacity.value.empty()) return InvalidArgument(where + ": capacity " + name + " is empty");
+      if (capacity.request_policy && !d.allow_multiple_allocations) {
+        return InvalidArgument(where + ": capacity " + name +
+                               " has a request policy but the device does not allow multiple "
+                               "allocations");
+      }
+    }
+    if (d.consumes_counters.size() > 2) {
+      return InvalidArgument(where + ": more than 2 consumesCounters entries");
+    }
+    for (const CounterConsumption& c : d.consumes_counters) {
+      if (!counter_sets.contains(c.counter_set)) {
+        return InvalidArgument(where + ": consumes counters of unknown counter set \"" +
+                               c.counter_set + "\"");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool IsValidPciBusId(std::string_view a) {
+  // dddd:bb:dd.f
+  if (a.size() != 12) return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11}) {
+    if (!IsHex(a[i])) return false;
+  }
+  return a[4] == ':' && a[7] == ':' && a[10] == '.';
+}
+
+std::string FormatBinaryQuantity(std::uint64_t bytes) {
+  static constexpr const char* kSuffixes[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  if (bytes == 0) return "0";
+  int i = 0;
+  while (i < 6 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++i;
+  }
+  return std::to_string(bytes) + kSuffixes[i];
+}
+
+std::string FormatDecimalQuantity(std::uint64_t value) {
+  static constexpr const char* kSuffixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  if (value == 0) return "0";
+  int i = 0;
+  while (i < 6 && value % 1000 == 0) {
+    value /= 1000;
+    ++i;
+  }
+  return std::to_string(value) + kSuffixes[i];
+}
+
+}  // namespace devlet::devices

@@ -130,9 +130,6 @@ absl::Status ValidateDeviceSet(const DeviceSet& set) {
       return InvalidArgument("counter set \"" + cs.name + "\" has more than 32 counters");
     }
   }
-  if (set.counter_sets.size() > 8) {
-    return InvalidArgument("more than 8 shared counter sets on the node");
-  }
   for (const DraDevice& d : set.devices) {
     const std::string where = "device \"" + d.name + "\"";
     if (!IsDnsLabel(d.name)) return InvalidArgument(where + ": name must be a DNS label");

@@ -1,0 +1,135 @@
+// File: devlet/devices/profile.h
+//
+// Device profiles: the administrator's configuration (YAML) saying which discovered devices become
+// which DRA devices and how they may be shared. Profiles are tried in order; the first profile that
+// matches a device owns it.
+//
+//   profiles:
+//   - name: gpu                 # device names gpu-0, gpu-1, ... (index among this profile's matches)
+//     kind: gpu                 # gpu | nic | vf | cpu
+//     match:                    # every given criterion must hold; none given matches all of the kind
+//       vendorIDs: ["0x10de"]
+//       deviceIDs: ["0x2330"]
+//       drivers: [nvidia]       # a device of a `vfio: true` profile also matches while on vfio-pci
+//       pciAddresses: ["0000:18:00.0"]
+//       interfaces: [ens1f0np0] # nic / vf: the (PF) netdev
+//       models: [H100-SXM5-80GB]
+//       numaNodes: [0]
+//     sharing:
+//       mode: whole             # whole | partitions (gpu) | consumable (nic, cpu)
+//       partitions: 4           # partitions: shared counters "memory" and "slices" per GPU
+//       bandwidthShare: 10G     # consumable nic: request granularity of the "bandwidth" capacity
+//     numVFs: 8                 # vf: VFs published per PF, created on demand by preparation
+//     vfio: true                # bind to vfio-pci at prepare (VM passthrough)
+//     init: {command: [/usr/local/sbin/gpu-reset, --quiet], timeoutSeconds: 30}
+//     cleanup: {command: [/usr/local/sbin/gpu-reset], timeoutSeconds: 30}
+//     attributes: {tier: gold, rack: 7, ecc: true, firmware: {version: 1.2.3}}
+//
+// Devices produced (attributes without a domain are in the DRA driver's domain):
+//   gpu   <name>-<i>: type=gpu, vendor, vendorID, deviceID, model, driver, pciBusID, pcieRoot,
+//         numaNode, iommuGroup; capacity memory. Partitions add <name>-<i>-part-<j> devices and a
+//         counter set <name>-<i>-counters (memory, slices) that the whole device and the partitions
+//         consume.
+//   nic   <name>-<i>: type=nic, ..., interface, mac, rdma, rdmaDevice, sriovTotalVFs; capacity
+//         bandwidth (bits/s); consumable mode allows multiple allocations with a request policy.
+//   vf    <name>-<i>-vf-<j>: type=vf, pfPciBusID, pfInterface, vfIndex, and pciBusID/interface once
+//         the VF exists; preparation creates it.
+//   cpu   <name>-numa<id>: type=cpu, numaNode, package, smt; consumable capacities cpus and memory.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devlet/devices/dra_device.h"
+#include "devlet/devices/inventory.h"
+
+namespace devlet::devices {
+
+// ProfileKind is the kind of inventory item a profile turns into devices.
+enum class ProfileKind { kGpu, kNic, kVf, kCpu };
+
+// SharingMode says how one inventory item may be shared.
+enum class SharingMode { kWhole, kPartitions, kConsumable };
+
+// DeviceMatch selects inventory items; empty lists do not constrain.
+struct DeviceMatch {
+  std::vector<std::uint16_t> vendor_ids;
+  std::vector<std::uint16_t> device_ids;
+  std::vector<std::string> drivers;
+  std::vector<std::string> pci_addresses;
+  std::vector<std::string> interfaces;
+  std::vector<std::string> models;
+  std::vector<int> numa_nodes;
+  bool operator==(const DeviceMatch&) const = default;
+};
+
+// Profile is one entry of the configuration.
+struct Profile {
+  std::string name;  // DNS label prefix of the device names
+  ProfileKind kind = ProfileKind::kGpu;
+  DeviceMatch match;
+  SharingMode sharing = SharingMode::kWhole;
+  int partitions = 0;           // kPartitions
+  std::string bandwidth_share;  // kConsumable NICs, quantity string (bits/s); default "1G"
+  int num_vfs = 0;              // kVf
+  bool vfio = false;
+  std::optional<CommandLine> init;
+  std::optional<CommandLine> cleanup;
+  std::map<std::string, AttributeValue> attributes;
+  bool operator==(const Profile&) const = default;
+};
+
+// ProfileConfig is the whole configuration.
+struct ProfileConfig {
+  std::vector<Profile> profiles;
+  bool operator==(const ProfileConfig&) const = default;
+};
+
+// ParseProfileConfig parses the YAML above; errors name the profile, the field and the line.
+absl::StatusOr<ProfileConfig> ParseProfileConfig(std::string_view yaml);
+
+// LoadProfileConfig reads and parses a file.
+absl::StatusOr<ProfileConfig> LoadProfileConfig(const std::string& path);
+
+// DefaultProfileConfig publishes every GPU (gpu-<i>) and NIC physical function (nic-<i>) whole, and
+// one consumable CPU device per NUMA node (cpu-numa<id>).
+ProfileConfig DefaultProfileConfig();
+
+// BuildDeviceSet applies the profiles to an inventory. The result is deterministic (inventory
+// order), so an unchanged inventory yields an equal DeviceSet, and it passes ValidateDeviceSet.
+absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const ProfileConfig& config);
+
+// RescanResult is what one rescan found.
+struct RescanResult {
+  bool changed = false;  // false: nothing to republish
+  InventoryDiff inventory_diff;
+  DeviceSetDiff device_diff;
+};
+
+// Rescanner keeps the last inventory and device set, and tells on each rescan (hot-plug, driver
+// change, periodic timer) whether the published devices must change. Not thread-safe.
+class Rescanner {
+ public:
+  Rescanner(Discoverer& discoverer, ProfileConfig config);
+
+  // Rescan discovers the machine again and rebuilds the devices. The first call always reports a
+  // change. On error the previous state is kept.
+  absl::StatusOr<RescanResult> Rescan();
+
+  const Inventory& inventory() const { return inventory_; }
+  const DeviceSet& devices() const { return devices_; }
+
+ private:
+  Discoverer& discoverer_;
+  ProfileConfig config_;
+  bool first_ = true;
+  Inventory inventory_;
+  DeviceSet devices_;
+};
+
+}  // namespace devlet::devices

@@ -1,0 +1,143 @@
+// File: devlet/nri/claims_view.h
+//
+// The narrow view of node state the NRI plugin needs: for a pod UID, the ResourceClaims the node
+// prepared for it, with each device's CDI names and resolved CDI edits, the device-metadata files
+// to mount, the NUMA nodes, and CPU/memory that DRA allocated. The node agent implements it over
+// its checkpointed state; InMemoryClaimsView serves tests and the standalone demo.
+//
+//   InMemoryClaimsView view;
+//   view.Set("pod-uid", {claim});
+//   for (const PreparedClaim& claim : view.ClaimsForPod("pod-uid")) { ... }
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace devlet::nri {
+
+// CdiDeviceNode is a CDI containerEdits.deviceNodes entry. `type` "", major/minor < 0: resolved
+// from the host node (host_path, else path) when the edit is applied.
+struct CdiDeviceNode {
+  std::string path;
+  std::string host_path;
+  std::string type;  // "c", "b", "u", "p" or ""
+  int64_t major = -1;
+  int64_t minor = -1;
+  std::optional<uint32_t> file_mode;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+};
+
+// CdiMount is a CDI containerEdits.mounts entry.
+struct CdiMount {
+  std::string host_path;
+  std::string container_path;
+  std::string type;
+  std::vector<std::string> options;
+};
+
+// CdiHook is a CDI containerEdits.hooks entry; hook_name is the OCI hook stage
+// ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop").
+struct CdiHook {
+  std::string hook_name;
+  std::string path;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  std::optional<int64_t> timeout;
+};
+
+// CdiEdits is a CDI containerEdits block (already resolved: no spec lookups needed).
+struct CdiEdits {
+  std::vector<std::string> env;  // "KEY=value"
+  std::vector<CdiDeviceNode> device_nodes;
+  std::vector<CdiMount> mounts;
+  std::vector<CdiHook> hooks;
+};
+
+// PreparedDevice is one allocated device of a claim as prepared on this node.
+struct PreparedDevice {
+  std::string request;  // the claim request (or "request/subrequest") it satisfies
+  std::string driver;
+  std::string pool;
+  std::string device;
+  std::vector<std::string> cdi_device_names;  // fully qualified "vendor/class=name"
+  CdiEdits edits;                              // the same devices as resolved edits
+  std::vector<int> numa_nodes;                 // empty: no NUMA affinity
+};
+
+// FileMount is a host file bind-mounted read-only into containers (device metadata).
+struct FileMount {
+  std::string host_path;
+  std::string container_path;
+};
+
+// ContainerRef names a container of the pod that uses a claim, and which requests of it
+// (empty: all), as in the pod spec's `resources.claims`.
+struct ContainerRef {
+  std::string name;
+  std::vector<std::string> requests;
+};
+
+// PreparedClaim is one ResourceClaim prepared for a pod.
+struct PreparedClaim {
+  std::string uid;
+  std::string namespace_name;
+  std::string name;
+  // Containers that use the claim; empty means every container of the pod.
+  std::vector<ContainerRef> containers;
+  std::vector<PreparedDevice> devices;
+  CdiEdits claim_edits;  // edits of the claim as a whole (e.g. common env)
+  std::vector<FileMount> metadata_mounts;
+  std::string cpuset;  // CPUs DRA allocated exclusively to the claim (cpulist), "" = none
+  std::string mems;    // memory nodes for those CPUs (cpulist), "" = derive from the topology
+  std::optional<int64_t> memory_limit_bytes;  // memory DRA allocated, if any
+};
+
+// PreparedClaimsView answers which claims are prepared for a pod. Implementations are
+// thread-safe; ClaimsForPod must be fast (it runs inside CreateContainer).
+class PreparedClaimsView {
+ public:
+  virtual ~PreparedClaimsView() = default;
+
+  // ClaimsForPod returns the claims prepared for the pod with UID `pod_uid` (empty if none).
+  virtual std::vector<PreparedClaim> ClaimsForPod(std::string_view pod_uid) const = 0;
+};
+
+// InMemoryClaimsView is a PreparedClaimsView backed by a map.
+class InMemoryClaimsView final : public PreparedClaimsView {
+ public:
+  std::vector<PreparedClaim> ClaimsForPod(std::string_view pod_uid) const override;
+
+  // Set replaces the claims of a pod.
+  void Set(const std::string& pod_uid, std::vector<PreparedClaim> claims);
+  // Remove forgets a pod.
+  void Remove(const std::string& pod_uid);
+  // pods returns how many pods have claims.
+  size_t pods() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<PreparedClaim>, std::less<>> claims_;
+};
+
+// ParseClaimsJson reads `{"<pod uid>": [claim, ...], ...}` where a claim is
+//   {"uid", "namespace", "name", "containers": [{"name", "requests": []}], "devices": [
+//     {"request", "driver", "pool", "device", "cdiDevices": [], "numaNodes": [],
+//      "edits": {"env": [], "deviceNodes": [{"path", "hostPath", "type", "major", "minor",
+//                "fileMode", "uid", "gid"}], "mounts": [{"hostPath", "containerPath", "type",
+//                "options"}], "hooks": [{"hookName", "path", "args", "env", "timeout"}]}}],
+//    "edits": {...}, "metadataMounts": [{"hostPath", "containerPath"}],
+//    "cpuset", "mems", "memoryLimitBytes"}
+// (CDI spec spelling for the edits). Errors name the offending pod and field.
+absl::StatusOr<std::map<std::string, std::vector<PreparedClaim>>> ParseClaimsJson(
+    std::string_view json);
+
+}  // namespace devlet::nri

@@ -1,0 +1,138 @@
+// File: devlet/nri/devlet_plugin.h
+//
+// devlet's NRI handlers: make a DRA allocation real inside each container at creation.
+//
+// For every claim prepared for the container's pod (PreparedClaimsView, by pod UID) that the
+// container uses (the claim's container list, by name and request; an empty list means every
+// container), CreateContainer returns one adjustment with
+//   (a) the devices, by CDI policy: the CDI device names (runtime resolves them; NRI v0.7.0+),
+//       or the resolved CDI edits (device nodes, mounts, env, hooks) for runtimes that do not
+//       apply CDI themselves, or nothing when the runtime already applies the kubelet's CDI
+//       devices;
+//   (b) the claims' device-metadata files as read-only bind mounts;
+//   (c) cpuset.cpus / cpuset.mems: the CPUs DRA allocated to the claims when there are any;
+//       otherwise the CPUs of the NUMA nodes of the container's devices (narrowed to the
+//       container's current cpuset when they overlap) unless the container already has
+//       exclusive CPUs (kubelet static CPU manager: a cpuset whose size equals an integral CPU
+//       limit); and the memory limit DRA allocated.
+//
+// Conflicts with other plugins are avoided by design: devlet only emits entries it owns (its own
+// device paths, mount destinations, env keys, CDI names) and skips any the container already
+// has; it sets cpuset/mems only for containers with devlet devices or DRA-allocated CPUs, so it
+// must not be combined with another resource-policy plugin managing the same containers' cpusets
+// (the runtime would reject the second plugin's cpuset with a conflict error naming both).
+// UpdateContainer re-asserts devlet's cpuset/mems over the kubelet's CPU-manager updates.
+//
+//   DevletPlugin plugin(&view, {.cdi_policy = CdiPolicy::kAuto, .numa_cpus = {{0, "0-7"}}});
+//   DEVLET_ASSIGN_OR_RETURN(auto stub, Stub::Create(plugin.MakeHandlers(), stub_options));
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devlet/nri/claims_view.h"
+#include "devlet/nri/stub.h"
+
+namespace devlet::nri {
+
+// CdiPolicy says how claim devices reach the container.
+enum class CdiPolicy {
+  kAuto,         // CDI device names when the runtime's NRI supports them (v0.7.0+), else edits
+  kDeviceNames,  // CDI device names (falls back to edits on runtimes older than NRI v0.7.0)
+  kEdits,        // the resolved CDI edits
+  kNone,         // nothing: the runtime applies the kubelet's CDI devices itself
+};
+
+// ParseCdiPolicy accepts "auto", "names", "edits", "none".
+absl::StatusOr<CdiPolicy> ParseCdiPolicy(std::string_view text);
+
+// DevletPluginOptions configures DevletPlugin.
+struct DevletPluginOptions {
+  CdiPolicy cdi_policy = CdiPolicy::kAuto;
+  bool align_cpus = true;              // NUMA-align cpuset/mems to the devices
+  std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs (cpulist)
+};
+
+// PodRecord / ContainerRecord are devlet's bookkeeping of what the runtime runs.
+struct PodRecord {
+  std::string id;
+  std::string uid;
+  std::string namespace_name;
+  std::string name;
+  bool stopped = false;
+};
+
+struct ContainerRecord {
+  std::string id;
+  std::string pod_uid;
+  std::string name;
+  std::string cpus;  // cpuset devlet set ("" = untouched)
+  std::string mems;
+  bool stopped = false;
+};
+
+// DevletPlugin holds the handlers' state. Thread-safe.
+class DevletPlugin {
+ public:
+  // `view` must outlive the plugin.
+  DevletPlugin(const PreparedClaimsView* view, DevletPluginOptions options);
+
+  // MakeHandlers returns Stub handlers bound to this object (subscribes to RunPodSandbox,
+  // StopPodSandbox, RemovePodSandbox, CreateContainer, UpdateContainer, StopContainer,
+  // RemoveContainer, plus Configure and Synchronize).
+  Handlers MakeHandlers();
+
+  // BuildAdjustment computes the CreateContainer adjustment for a container (no bookkeeping).
+  // Fails only when devlet's own data is unusable (a device node that cannot be resolved, a
+  // malformed cpuset), naming the claim and the field.
+  absl::StatusOr<api::ContainerAdjustment> BuildAdjustment(const api::PodSandbox& pod,
+                                                           const api::Container& container) const;
+
+  // Event entry points (what the handlers call).
+  absl::Status Configure(const RuntimeInfo& runtime);
+  absl::StatusOr<std::vector<api::ContainerUpdate>> Synchronize(
+      const std::vector<api::PodSandbox>& pods, const std::vector<api::Container>& containers);
+  absl::Status RunPodSandbox(const api::PodSandbox& pod);
+  absl::Status StopPodSandbox(const api::PodSandbox& pod);
+  absl::Status RemovePodSandbox(const api::PodSandbox& pod);
+  absl::StatusOr<api::CreateContainerResponse> CreateContainer(const api::PodSandbox& pod,
+                                                               const api::Container& container);
+  absl::StatusOr<api::UpdateContainerResponse> UpdateContainer(
+      const api::PodSandbox& pod, const api::Container& container,
+      const api::LinuxResources& resources);
+  absl::StatusOr<api::StopContainerResponse> StopContainer(const api::PodSandbox& pod,
+                                                           const api::Container& container);
+  absl::Status RemoveContainer(const api::PodSandbox& pod, const api::Container& container);
+
+  // Bookkeeping accessors.
+  std::optional<PodRecord> pod(const std::string& uid) const;
+  std::optional<ContainerRecord> container(const std::string& id) const;
+  size_t pod_count() const;
+  size_t container_count() const;
+  // effective_cdi_policy resolves kAuto against the configured runtime.
+  CdiPolicy effective_cdi_policy() const;
+
+ private:
+  void RecordPod(const api::PodSandbox& pod);
+
+  const PreparedClaimsView* view_;
+  DevletPluginOptions options_;
+
+  mutable std::mutex mu_;
+  std::optional<RuntimeInfo> runtime_;
+  std::map<std::string, PodRecord> pods_;                 // by pod UID
+  std::map<std::string, std::string> pod_uid_by_sandbox_;  // sandbox id -> pod UID
+  std::map<std::string, ContainerRecord> containers_;      // by container id
+};
+
+// HasExclusiveCpus reports whether the kubelet's static CPU manager pinned the container to
+// exclusive CPUs: a cpuset whose size equals its integral CPU limit (quota / period).
+bool HasExclusiveCpus(const api::Container& container);
+
+}  // namespace devlet::nri

@@ -1,0 +1,534 @@
+#include "devlet/nri/devlet_plugin.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+#include "devlet/nri/cpuset.h"
+
+namespace devlet::nri {
+namespace {
+
+std::string ClaimName(const PreparedClaim& claim) {
+  return claim.namespace_name + "/" + claim.name;
+}
+
+std::string EnvKey(std::string_view entry) { return std::string(entry.substr(0, entry.find('='))); }
+
+bool RequestMatches(const std::vector<std::string>& requests, const std::string& request) {
+  for (const std::string& want : requests) {
+    if (request == want || (request.size() > want.size() && request.compare(0, want.size(), want) == 0 &&
+                            request[want.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Accumulates one container's adjustment, skipping whatever the container already has.
+class AdjustmentBuilder {
+ public:
+  explicit AdjustmentBuilder(const api::Container& container) {
+    for (const auto& mount : container.mounts()) {
+      mounts_.insert(mount.destination());
+    }
+    for (const auto& device : container.linux().devices()) {
+      devices_.insert(device.path());
+    }
+    for (const auto& env : container.env()) {
+      env_.insert(env);  // exact KEY=value: identical entries are skipped
+    }
+  }
+
+  void AddCdiName(const std::string& name) {
+    if (cdi_.insert(name).second) {
+      adjust_.add_cdi_devices()->set_name(name);
+    }
+  }
+
+  absl::Status AddEdits(const CdiEdits& edits, const std::string& what) {
+    for (const std::string& env : edits.env) {
+      if (env.find('=') == std::string::npos) {
+        return InvalidArgument(what + ": env entry \"" + env + "\" is not KEY=value");
+      }
+      if (env_.insert(env).second && env_keys_.insert(EnvKey(env)).second) {
+        auto* kv = adjust_.add_env();
+        kv->set_key(EnvKey(env));
+        kv->set_value(env.substr(env.find('=') + 1));
+      }
+    }
+    for (const CdiDeviceNode& node : edits.device_nodes) {
+      DEVLET_RETURN_IF_ERROR(AddDevice(node, what));
+    }
+    for (const CdiMount& mount : edits.mounts) {
+      AddMount(mount.container_path, mount.host_path, mount.type.empty() ? "bind" : mount.type,
+               mount.options.empty() ? std::vector<std::string>{"bind"} : mount.options);
+    }
+    for (const CdiHook& hook : edits.hooks) {
+      api::Hook* out = nullptr;
+      auto* hooks = adjust_.mutable_hooks();
+      if (hook.hook_name == "prestart") {
+        out = hooks->add_prestart();
+      } else if (hook.hook_name == "createRuntime") {
+        out = hooks->add_create_runtime();
+      } else if (hook.hook_name == "createContainer") {
+        out = hooks->add_create_container();
+      } else if (hook.hook_name == "startContainer") {
+        out = hooks->add_start_container();
+      } else if (hook.hook_name == "poststart") {
+        out = hooks->add_poststart();
+      } else if (hook.hook_name == "poststop") {
+        out = hooks->add_poststop();
+      } else {
+        return InvalidArgument(what + ": unknown hook stage \"" + hook.hook_name + "\"");
+      }
+      out->set_path(hook.path);
+      for (const auto& arg : hook.args) {
+        out->add_args(arg);
+      }
+      for (const auto& env : hook.env) {
+        out->add_env(env);
+      }
+      if (hook.timeout) {
+        out->mutable_timeout()->set_value(*hook.timeout);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void AddMount(const std::string& destination, const std::string& source, const std::string& type,
+                const std::vector<std::string>& options) {
+    if (!mounts_.insert(destination).second) {
+      return;
+    }
+    auto* mount = adjust_.add_mounts();
+    mount->set_destination(destination);
+    mount->set_source(source);
+    mount->set_type(type);
+    for (const auto& option : options) {
+      mount->add_options(option);
+    }
+  }
+
+  api::ContainerAdjustment& adjust() { return adjust_; }
+
+ private:
+  absl::Status AddDevice(const CdiDeviceNode& node, const std::string& what) {
+    if (node.path.empty()) {
+      return InvalidArgument(what + ": device node without a path");
+    }
+    if (!devices_.insert(node.path).second) {
+      return absl::OkStatus();
+    }
+    std::string type = node.type;
+    int64_t dev_major = node.major;
+    int64_t dev_minor = node.minor;
+    std::optional<uint32_t> mode = node.file_mode;
+    if (type.empty() || ((type == "c" || type == "b") && (dev_major < 0 || dev_minor < 0))) {
+      const std::string& host = node.host_path.empty() ? node.path : node.host_path;
+      struct stat st {};
+      if (::stat(host.c_str(), &st) != 0) {
+        return WithContext(ErrnoToStatus(errno, "stat " + host),
+                           what + ": resolving device node " + node.path);
+      }
+      if (S_ISCHR(st.st_mode)) {
+        type = "c";
+      } else if (S_ISBLK(st.st_mode)) {
+        type = "b";
+      } else {
+        return InvalidArgument(what + ": " + host + " is not a device node");
+      }
+      dev_major = static_cast<int64_t>(major(st.st_rdev));
+      dev_minor = static_cast<int64_t>(minor(st.st_rdev));
+      if (!mode) {
+        mode = st.st_mode & 07777;
+      }
+    }
+    auto* device = adjust_.mutable_linux()->add_devices();
+    device->set_path(node.path);
+    device->set_type(type);
+    device->set_major(dev_major);
+    device->set_minor(dev_minor);
+    if (mode) {
+      device->mutable_file_mode()->set_value(*mode);
+    }
+    if (node.uid) {
+      device->mutable_uid()->set_value(*node.uid);
+    }
+    if (node.gid) {
+      device->mutable_gid()->set_value(*node.gid);
+    }
+    return absl::OkStatus();
+  }
+
+  api::ContainerAdjustment adjust_;
+  std::set<std::string> mounts_;
+  std::set<std::string> devices_;
+  std::set<std::string> env_;
+  std::set<std::string> env_keys_;
+  std::set<std::string> cdi_;
+};
+
+}  // namespace
+
+absl::StatusOr<CdiPolicy> ParseCdiPolicy(std::string_view text) {
+  if (text == "auto") return CdiPolicy::kAuto;
+  if (text == "names") return CdiPolicy::kDeviceNames;
+  if (text == "edits") return CdiPolicy::kEdits;
+  if (text == "none") return CdiPolicy::kNone;
+  return InvalidArgument("CDI policy \"" + std::string(text) +
+                         "\" must be one of auto, names, edits, none");
+}
+
+bool HasExclusiveCpus(const api::Container& container) {
+  const auto& cpu = container.linux().resources().cpu();
+  if (cpu.cpus().empty() || !cpu.has_quota() || !cpu.has_period()) {
+    return false;
+  }
+  const int64_t quota = cpu.quota().value();
+  const uint64_t period = cpu.period().value();
+  if (quota <= 0 || period == 0 || static_cast<uint64_t>(quota) % period != 0) {
+    return false;
+  }
+  absl::StatusOr<CpuSet> cpus = ParseCpuList(cpu.cpus());
+  return cpus.ok() && cpus->size() == static_cast<uint64_t>(quota) / period;
+}
+
+DevletPlugin::DevletPlugin(const PreparedClaimsView* view, DevletPluginOptions options)
+    : view_(view), options_(std::move(options)) {}
+
+CdiPolicy DevletPlugin::effective_cdi_policy() const {
+  std::optional<RuntimeInfo> runtime;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runtime = runtime_;
+  }
+  const bool names_ok = runtime && SupportsCdiDeviceAdjustment(runtime->nri_version);
+  switch (options_.cdi_policy) {
+    case CdiPolicy::kAuto:
+    case CdiPolicy::kDeviceNames:
+      return names_ok ? CdiPolicy::kDeviceNames : CdiPolicy::kEdits;
+    default:
+      return options_.cdi_policy;
+  }
+}
+
+absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
+    const api::PodSandbox& pod, const api::Container& container) const {
+  const std::vector<PreparedClaim> claims = view_->ClaimsForPod(pod.uid());
+  if (claims.empty()) {
+    return api::ContainerAdjustment();
+  }
+  const CdiPolicy policy = effective_cdi_policy();
+  AdjustmentBuilder builder(container);
+  CpuSet numa_nodes;
+  CpuSet claim_cpus;
+  CpuSet claim_mems;
+  int64_t memory_limit = 0;
+  bool any_claim = false;
+  for (const PreparedClaim& claim : claims) {
+    const ContainerRef* ref = nullptr;
+    if (!claim.containers.empty()) {
+      for (const ContainerRef& candidate : claim.containers) {
+        if (candidate.name == container.name()) {
+          ref = &candidate;
+        }
+      }
+      if (ref == nullptr) {
+        continue;
+      }
+    }
+    any_claim = true;
+    const std::string what = "claim " + ClaimName(claim);
+    for (const PreparedDevice& device : claim.devices) {
+      if (ref != nullptr && !ref->requests.empty() && !RequestMatches(ref->requests, device.request)) {
+        continue;
+      }
+      numa_nodes.insert(device.numa_nodes.begin(), device.numa_nodes.end());
+      if (policy == CdiPolicy::kDeviceNames) {
+        for (const std::string& name : device.cdi_device_names) {
+          builder.AddCdiName(name);
+        }
+      } else if (policy == CdiPolicy::kEdits) {
+        DEVLET_RETURN_IF_ERROR(builder.AddEdits(device.edits, what + " device " + device.device));
+      }
+    }
+    if (policy == CdiPolicy::kEdits) {
+      DEVLET_RETURN_IF_ERROR(builder.AddEdits(claim.claim_edits, what));
+    }
+    for (const FileMount& mount : claim.metadata_mounts) {
+      builder.AddMount(mount.container_path, mount.host_path, "bind", {"bind", "ro"});
+    }
+    if (!claim.cpuset.empty()) {
+      absl::StatusOr<CpuSet> cpus = ParseCpuList(claim.cpuset);
+      if (!cpus.ok()) {
+        return WithContext(cpus.status(), what + " field cpuset");
+      }
+      claim_cpus = Union(claim_cpus, *cpus);
+    }
+    if (!claim.mems.empty()) {
+      absl::StatusOr<CpuSet> mems = ParseCpuList(claim.mems);
+      if (!mems.ok()) {
+        return WithContext(mems.status(), what + " field mems");
+      }
+      claim_mems = Union(claim_mems, *mems);
+    }
+    if (claim.memory_limit_bytes) {
+      memory_limit += *claim.memory_limit_bytes;
+    }
+  }
+  if (!any_claim) {
+    return api::ContainerAdjustment();
+  }
+
+  api::ContainerAdjustment& adjust = builder.adjust();
+  std::string cpus;
+  std::string mems;
+  if (!claim_cpus.empty()) {
+    // CPUs DRA allocated: exactly those, on their memory nodes.
+    cpus = FormatCpuList(claim_cpus);
+    if (claim_mems.empty()) {
+      for (const auto& [node, list] : options_.numa_cpus) {
+        absl::StatusOr<CpuSet> node_cpus = ParseCpuList(list);
+        if (node_cpus.ok() && !Intersect(*node_cpus, claim_cpus).empty()) {
+          claim_mems.insert(node);
+        }
+      }
+    }
+    mems = FormatCpuList(claim_mems);
+  } else if (options_.align_cpus && !numa_nodes.empty() && !HasExclusiveCpus(container)) {
+    CpuSet node_cpus;
+    bool topology_known = true;
+    for (int node : numa_nodes) {
+      auto it = options_.numa_cpus.find(node);
+      if (it == options_.numa_cpus.end()) {
+        topology_known = false;
+        break;
+      }
+      absl::StatusOr<CpuSet> list = ParseCpuList(it->second);
+      if (!list.ok()) {
+        return WithContext(list.status(), "NUMA node " + std::to_string(node) + " CPUs");
+      }
+      node_cpus = Union(node_cpus, *list);
+    }
+    if (topology_known && !node_cpus.empty()) {
+      CpuSet chosen = node_cpus;
+      absl::StatusOr<CpuSet> current = ParseCpuList(container.linux().resources().cpu().cpus());
+      if (current.ok() && !current->empty()) {
+        CpuSet narrowed = Intersect(*current, node_cpus);
+        if (!narrowed.empty()) {
+          chosen = narrowed;
+        }
+      }
+      cpus = FormatCpuList(chosen);
+    }
+    mems = FormatCpuList(numa_nodes);
+  }
+  if (!cpus.empty() || !mems.empty()) {
+    auto* cpu = adjust.mutable_linux()->mutable_resources()->mutable_cpu();
+    cpu->set_cpus(cpus);
+    cpu->set_mems(mems);
+  }
+  if (memory_limit > 0) {
+    adjust.mutable_linux()->mutable_resources()->mutable_memory()->mutable_limit()->set_value(
+        memory_limit);
+  }
+  return adjust;
+}
+
+absl::Status DevletPlugin::Configure(const RuntimeInfo& runtime) {
+  std::lock_guard<std::mutex> lock(mu_);
+  runtime_ = runtime;
+  return absl::OkStatus();
+}
+
+void DevletPlugin::RecordPod(const api::PodSandbox& pod) {
+  PodRecord& record = pods_[pod.uid()];
+  record.id = pod.id();
+  record.uid = pod.uid();
+  record.namespace_name = pod.namespace_();
+  record.name = pod.name();
+  pod_uid_by_sandbox_[pod.id()] = pod.uid();
+}
+
+absl::StatusOr<std::vector<api::ContainerUpdate>> DevletPlugin::Synchronize(
+    const std::vector<api::PodSandbox>& pods, const std::vector<api::Container>& containers) {
+  std::map<std::string, const api::PodSandbox*> by_sandbox;
+  for (const auto& pod : pods) {
+    by_sandbox[pod.id()] = &pod;
+  }
+  // What devlet would have set, recomputed from the prepared claims (nothing is re-applied).
+  std::map<std::string, ContainerRecord> rebuilt;
+  for (const auto& container : containers) {
+    ContainerRecord record;
+    record.id = container.id();
+    record.name = container.name();
+    record.stopped = container.state() == api::CONTAINER_STOPPED;
+    auto pod = by_sandbox.find(container.pod_sandbox_id());
+    if (pod != by_sandbox.end()) {
+      record.pod_uid = pod->second->uid();
+      absl::StatusOr<api::ContainerAdjustment> adjust = BuildAdjustment(*pod->second, container);
+      if (adjust.ok() && adjust->linux().resources().has_cpu()) {
+        record.cpus = adjust->linux().resources().cpu().cpus();
+        record.mems = adjust->linux().resources().cpu().mems();
+      }
+    }
+    rebuilt[record.id] = std::move(record);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_.clear();
+  pod_uid_by_sandbox_.clear();
+  for (const auto& pod : pods) {
+    RecordPod(pod);
+  }
+  containers_ = std::move(rebuilt);
+  log::Logger().V(2).Info("NRI synchronized", "pods", pods.size(), "containers",
+                          containers.size());
+  return std::vector<api::ContainerUpdate>{};
+}
+
+absl::Status DevletPlugin::RunPodSandbox(const api::PodSandbox& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RecordPod(pod);
+  return absl::OkStatus();
+}
+
+absl::Status DevletPlugin::StopPodSandbox(const api::PodSandbox& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pods_.find(pod.uid());
+  if (it != pods_.end()) {
+    it->second.stopped = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DevletPlugin::RemovePodSandbox(const api::PodSandbox& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_.erase(pod.uid());
+  pod_uid_by_sandbox_.erase(pod.id());
+  for (auto it = containers_.begin(); it != containers_.end();) {
+    it = it->second.pod_uid == pod.uid() ? containers_.erase(it) : std::next(it);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<api::CreateContainerResponse> DevletPlugin::CreateContainer(
+    const api::PodSandbox& pod, const api::Container& container) {
+  absl::StatusOr<api::ContainerAdjustment> adjust = BuildAdjustment(pod, container);
+  if (!adjust.ok()) {
+    return WithContext(adjust.status(), "devlet: container " + container.name() + " of pod " +
+                                            pod.namespace_() + "/" + pod.name());
+  }
+  ContainerRecord record;
+  record.id = container.id();
+  record.pod_uid = pod.uid();
+  record.name = container.name();
+  if (adjust->linux().resources().has_cpu()) {
+    record.cpus = adjust->linux().resources().cpu().cpus();
+    record.mems = adjust->linux().resources().cpu().mems();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pods_.find(pod.uid()) == pods_.end()) {
+      RecordPod(pod);  // A pod devlet never saw start (e.g. subscribed late): learn it now.
+    }
+    containers_[record.id] = std::move(record);
+  }
+  api::CreateContainerResponse response;
+  *response.mutable_adjust() = std::move(*adjust);
+  return response;
+}
+
+absl::StatusOr<api::UpdateContainerResponse> DevletPlugin::UpdateContainer(
+    const api::PodSandbox&, const api::Container& container,
+    const api::LinuxResources& resources) {
+  api::UpdateContainerResponse response;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = containers_.find(container.id());
+  if (it == containers_.end() || (it->second.cpus.empty() && it->second.mems.empty())) {
+    return response;
+  }
+  const ContainerRecord& record = it->second;
+  if (resources.cpu().cpus() == record.cpus && resources.cpu().mems() == record.mems) {
+    return response;
+  }
+  // Keep devlet's placement: rewrite the pending update of this very container.
+  auto* update = response.add_update();
+  update->set_container_id(container.id());
+  auto* cpu = update->mutable_linux()->mutable_resources()->mutable_cpu();
+  cpu->set_cpus(record.cpus);
+  cpu->set_mems(record.mems);
+  return response;
+}
+
+absl::StatusOr<api::StopContainerResponse> DevletPlugin::StopContainer(
+    const api::PodSandbox&, const api::Container& container) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = containers_.find(container.id());
+  if (it != containers_.end()) {
+    it->second.stopped = true;
+  }
+  return api::StopContainerResponse();
+}
+
+absl::Status DevletPlugin::RemoveContainer(const api::PodSandbox&,
+                                           const api::Container& container) {
+  std::lock_guard<std::mutex> lock(mu_);
+  containers_.erase(container.id());
+  return absl::OkStatus();
+}
+
+std::optional<PodRecord> DevletPlugin::pod(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pods_.find(uid);
+  return it == pods_.end() ? std::nullopt : std::optional<PodRecord>(it->second);
+}
+
+std::optional<ContainerRecord> DevletPlugin::container(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = containers_.find(id);
+  return it == containers_.end() ? std::nullopt : std::optional<ContainerRecord>(it->second);
+}
+
+size_t DevletPlugin::pod_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pods_.size();
+}
+
+size_t DevletPlugin::container_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return containers_.size();
+}
+
+Handlers DevletPlugin::MakeHandlers() {
+  Handlers h;
+  h.configure = [this](const RuntimeInfo& runtime, std::string_view) { return Configure(runtime); };
+  h.synchronize = [this](const std::vector<api::PodSandbox>& pods,
+                         const std::vector<api::Container>& containers) {
+    return Synchronize(pods, containers);
+  };
+  h.run_pod_sandbox = [this](const api::PodSandbox& pod) { return RunPodSandbox(pod); };
+  h.stop_pod_sandbox = [this](const api::PodSandbox& pod) { return StopPodSandbox(pod); };
+  h.remove_pod_sandbox = [this](const api::PodSandbox& pod) { return RemovePodSandbox(pod); };
+  h.create_container = [this](const api::PodSandbox& pod, const api::Container& container) {
+    return CreateContainer(pod, container);
+  };
+  h.update_container = [this](const api::PodSandbox& pod, const api::Container& container,
+                              const api::LinuxResources& resources) {
+    return UpdateContainer(pod, container, resources);
+  };
+  h.stop_container = [this](const api::PodSandbox& pod, const api::Container& container) {
+    return StopContainer(pod, container);
+  };
+  h.remove_container = [this](const api::PodSandbox& pod, const api::Container& container) {
+    return RemoveContainer(pod, container);
+  };
+  return h;
+}
+
+}  // namespace devlet::nri

@@ -1,0 +1,212 @@
+#include "devlet/nri/devlet_plugin.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <nlohmann/json.hpp>
+
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/nri/cpuset.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace devlet::nri {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename Message>
+Message FromJson(const nlohmann::json& j) {
+  Message message;
+  auto status = google::protobuf::util::JsonStringToMessage(j.dump(), &message);
+  EXPECT_TRUE(status.ok()) << status.ToString() << " in " << j.dump();
+  return message;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+// One runner for every case in tests/data/adjustments.json.
+TEST(AdjustmentCasesTest, DataFile) {
+  std::ifstream file("tests/data/adjustments.json");
+  ASSERT_TRUE(file) << "run from nri-plugin/";
+  const nlohmann::json cases = nlohmann::json::parse(file);
+  ASSERT_GE(cases.size(), 10u);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    InMemoryClaimsView view;
+    auto claims = ParseClaimsJson(c.at("claims").dump());
+    ASSERT_OK(claims);
+    for (auto& [uid, list] : *claims) {
+      view.Set(uid, list);
+    }
+    DevletPluginOptions options;
+    auto policy = ParseCdiPolicy(c.at("policy").get<std::string>());
+    ASSERT_OK(policy);
+    options.cdi_policy = *policy;
+    if (c.contains("numaCpus")) {
+      for (auto it = c.at("numaCpus").begin(); it != c.at("numaCpus").end(); ++it) {
+        options.numa_cpus[std::stoi(it.key())] = it.value().get<std::string>();
+      }
+    }
+    DevletPlugin plugin(&view, options);
+    RuntimeInfo runtime;
+    runtime.name = c.value("runtime", "containerd");
+    runtime.version = c.value("runtimeVersion", "v2.4.0");
+    runtime.nri_version = EffectiveNriVersion(c.at("nriVersion").get<std::string>(), runtime.name,
+                                              runtime.version);
+    ASSERT_OK(plugin.Configure(runtime));
+    const auto pod = FromJson<api::PodSandbox>(c.at("pod"));
+    const auto container = FromJson<api::Container>(c.at("container"));
+    auto reply = plugin.CreateContainer(pod, container);
+    if (c.contains("wantError")) {
+      ASSERT_FALSE(reply.ok()) << ToJson(*reply);
+      EXPECT_THAT(std::string(reply.status().message()),
+                  HasSubstr(c.at("wantError").get<std::string>()));
+      EXPECT_THAT(std::string(reply.status().message()), HasSubstr("container app of pod ns/p"));
+      continue;
+    }
+    ASSERT_OK(reply);
+    const auto want = FromJson<api::ContainerAdjustment>(c.at("want"));
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(reply->adjust(), want))
+        << "got  " << ToJson(reply->adjust()) << "\nwant " << ToJson(want);
+    EXPECT_EQ(reply->update_size(), 0);
+  }
+}
+
+TEST(CpuSetTest, ParseAndFormat) {
+  auto set = ParseCpuList(" 0-3,8,10-11 ");
+  ASSERT_OK(set);
+  EXPECT_EQ(FormatCpuList(*set), "0-3,8,10-11");
+  EXPECT_EQ(FormatCpuList(*ParseCpuList("")), "");
+  EXPECT_EQ(FormatCpuList(*ParseCpuList("5,4,3")), "3-5");
+  EXPECT_FALSE(ParseCpuList("1-").ok());
+  EXPECT_FALSE(ParseCpuList("a").ok());
+  EXPECT_FALSE(ParseCpuList("3-1").ok());
+  EXPECT_FALSE(ParseCpuList("99999").ok());
+  EXPECT_EQ(FormatCpuList(Intersect(*ParseCpuList("0-7"), *ParseCpuList("4-11"))), "4-7");
+}
+
+TEST(ExclusiveCpusTest, Heuristic) {
+  api::Container c;
+  auto* cpu = c.mutable_linux()->mutable_resources()->mutable_cpu();
+  EXPECT_FALSE(HasExclusiveCpus(c));
+  cpu->set_cpus("2-3");
+  cpu->mutable_quota()->set_value(200000);
+  cpu->mutable_period()->set_value(100000);
+  EXPECT_TRUE(HasExclusiveCpus(c));
+  cpu->mutable_quota()->set_value(150000);
+  EXPECT_FALSE(HasExclusiveCpus(c));
+  cpu->mutable_quota()->set_value(400000);
+  EXPECT_FALSE(HasExclusiveCpus(c));  // shared pool of 2 CPUs for a 4-CPU limit
+}
+
+TEST(ClaimsJsonTest, Errors) {
+  EXPECT_THAT(ParseClaimsJson("[]"),
+              devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseClaimsJson(R"({"pod-a": 3})"),
+              devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pod-a")));
+  EXPECT_THAT(ParseClaimsJson(R"({"pod-a": [{"uid": 7}]})"),
+              devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pod-a")));
+  EXPECT_THAT(ParseClaimsJson("{not json"),
+              devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+class BookkeepingTest : public ::testing::Test {
+ protected:
+  BookkeepingTest() : plugin_(&view_, {.numa_cpus = {{0, "0-3"}, {1, "4-7"}}}) {
+    PreparedClaim claim;
+    claim.uid = "c1";
+    claim.namespace_name = "ns";
+    claim.name = "gpu";
+    PreparedDevice device;
+    device.request = "gpu";
+    device.cdi_device_names = {"devlet.dev/gpu=gpu0"};
+    device.numa_nodes = {1};
+    claim.devices.push_back(device);
+    view_.Set("uid-1", {claim});
+    pod_.set_id("sb-1");
+    pod_.set_uid("uid-1");
+    pod_.set_name("p");
+    pod_.set_namespace_("ns");
+    ctr_.set_id("ctr-1");
+    ctr_.set_name("app");
+    ctr_.set_pod_sandbox_id("sb-1");
+  }
+
+  InMemoryClaimsView view_;
+  DevletPlugin plugin_;
+  api::PodSandbox pod_;
+  api::Container ctr_;
+};
+
+TEST_F(BookkeepingTest, Lifecycle) {
+  ASSERT_OK(plugin_.RunPodSandbox(pod_));
+  EXPECT_EQ(plugin_.pod_count(), 1u);
+  ASSERT_OK(plugin_.CreateContainer(pod_, ctr_));
+  ASSERT_TRUE(plugin_.container("ctr-1").has_value());
+  EXPECT_EQ(plugin_.container("ctr-1")->cpus, "4-7");
+  EXPECT_EQ(plugin_.container("ctr-1")->mems, "1");
+
+  // The kubelet's CPU manager tries to move the container: devlet re-asserts its placement.
+  api::LinuxResources resources;
+  resources.mutable_cpu()->set_cpus("0-7");
+  auto update = plugin_.UpdateContainer(pod_, ctr_, resources);
+  ASSERT_OK(update);
+  ASSERT_EQ(update->update_size(), 1);
+  EXPECT_EQ(update->update(0).container_id(), "ctr-1");
+  EXPECT_EQ(update->update(0).linux().resources().cpu().cpus(), "4-7");
+  EXPECT_EQ(update->update(0).linux().resources().cpu().mems(), "1");
+  resources.mutable_cpu()->set_cpus("4-7");
+  resources.mutable_cpu()->set_mems("1");
+  EXPECT_EQ(plugin_.UpdateContainer(pod_, ctr_, resources)->update_size(), 0);
+
+  ASSERT_OK(plugin_.StopContainer(pod_, ctr_));
+  EXPECT_TRUE(plugin_.container("ctr-1")->stopped);
+  ASSERT_OK(plugin_.RemoveContainer(pod_, ctr_));
+  EXPECT_EQ(plugin_.container_count(), 0u);
+  ASSERT_OK(plugin_.StopPodSandbox(pod_));
+  EXPECT_TRUE(plugin_.pod("uid-1")->stopped);
+  ASSERT_OK(plugin_.RemovePodSandbox(pod_));
+  EXPECT_EQ(plugin_.pod_count(), 0u);
+  // The prepared claims are the node state's, not the bookkeeping's: still there.
+  EXPECT_EQ(view_.ClaimsForPod("uid-1").size(), 1u);
+}
+
+TEST_F(BookkeepingTest, EventsForUnknownPodsAndContainers) {
+  ASSERT_OK(plugin_.StopPodSandbox(pod_));
+  ASSERT_OK(plugin_.RemovePodSandbox(pod_));
+  ASSERT_OK(plugin_.RemoveContainer(pod_, ctr_));
+  ASSERT_OK(plugin_.StopContainer(pod_, ctr_));
+  api::LinuxResources resources;
+  EXPECT_EQ(plugin_.UpdateContainer(pod_, ctr_, resources)->update_size(), 0);
+  // CreateContainer for a pod never seen: learned on the fly.
+  ASSERT_OK(plugin_.CreateContainer(pod_, ctr_));
+  EXPECT_TRUE(plugin_.pod("uid-1").has_value());
+}
+
+TEST_F(BookkeepingTest, SynchronizeRebuildsWithoutForgettingPreparedPods) {
+  ASSERT_OK(plugin_.RunPodSandbox(pod_));
+  api::PodSandbox other = pod_;
+  other.set_id("sb-2");
+  other.set_uid("uid-2");
+  ASSERT_OK(plugin_.RunPodSandbox(other));
+  auto updates = plugin_.Synchronize({pod_}, {ctr_});
+  ASSERT_OK(updates);
+  EXPECT_TRUE(updates->empty());
+  EXPECT_EQ(plugin_.pod_count(), 1u);
+  ASSERT_TRUE(plugin_.container("ctr-1").has_value());
+  EXPECT_EQ(plugin_.container("ctr-1")->cpus, "4-7");
+  EXPECT_EQ(plugin_.container("ctr-1")->pod_uid, "uid-1");
+  EXPECT_EQ(view_.pods(), 1u);
+}
+
+}  // namespace
+}  // namespace devlet::nri

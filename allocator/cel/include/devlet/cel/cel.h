@@ -1,0 +1,193 @@
+// File: devlet/cel/cel.h
+//
+// The CEL engine: compile an expression once in an Environment, evaluate the resulting immutable
+// Program many times, from any number of threads.
+//
+//   devlet::cel::EnvironmentOptions options;
+//   options.variables.emplace_back("x", devlet::cel::Type::Int());
+//   devlet::cel::Environment env(options);
+//   absl::StatusOr<devlet::cel::Program> program = env.Compile("x * 2 > 10");
+//   if (!program.ok()) return program.status();  // "ERROR: <input>:1:3: Syntax error: ..."
+//   devlet::cel::Activation activation;
+//   activation.Bind("x", devlet::cel::Value::Int(7));
+//   devlet::cel::EvalResult result = program->Evaluate(activation);
+//   // result.value.bool_value() == true, result.cost == 4
+//
+// Compile errors follow cel-go's text: one line per error, "ERROR: <input>:LINE:COL: message".
+// Evaluation errors are values (CEL semantics: `false && (1/0 > 1)` is false, not an error);
+// a Program returns an error Value rather than a Status. Exceeding the cost limit or the deadline
+// aborts evaluation with an error Value and EvalResult::abort set.
+//
+// For DRA device selectors use devlet/cel/dra.h, which configures the Kubernetes environment.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devlet/cel/type.h"
+#include "devlet/cel/value.h"
+
+namespace devlet::cel {
+
+namespace dra {
+class DeviceView;
+}  // namespace dra
+
+// Libraries that an Environment may enable (bit flags; combine with |).
+enum Library : uint32_t {
+  // ext.Strings v2: charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split,
+  // substring, trim, join, format, strings.quote.
+  kStringsLibrary = 1u << 0,
+  // ext.Lists v3: slice, flatten, distinct, lists.range, reverse, sort, sortBy.
+  kListsLibrary = 1u << 1,
+  // ext.Sets: sets.contains, sets.equivalent, sets.intersects.
+  kSetsLibrary = 1u << 2,
+  // Kubernetes lists: isSorted, sum, min, max, indexOf, lastIndexOf.
+  kKubernetesListsLibrary = 1u << 3,
+  // Kubernetes regex: find, findAll.
+  kRegexLibrary = 1u << 4,
+  // Kubernetes quantity(): quantity, isQuantity, sign and the Quantity members.
+  kQuantityLibrary = 1u << 5,
+  // Kubernetes semver(): semver, isSemver and the Semver members.
+  kSemverLibrary = 1u << 6,
+  // cel.bind(name, init, expr).
+  kBindingsLibrary = 1u << 7,
+  // optional.of/none/ofNonZeroValue, .?x, [?k], orValue, or, hasValue, value.
+  kOptionalsLibrary = 1u << 8,
+  // DRA `includes` (feature gate DRAListTypeAttributes).
+  kIncludesLibrary = 1u << 9,
+  // Two-variable comprehensions: all(i,v,p), exists(i,v,p), existsOne, transformList,
+  // transformMap, transformMapEntry.
+  kTwoVarComprehensionsLibrary = 1u << 10,
+  kAllLibraries = (1u << 11) - 1,
+};
+
+// EnvironmentOptions configures parsing, checking and the available functions.
+struct EnvironmentOptions {
+  // Bitwise OR of Library values. The CEL standard library is always present.
+  uint32_t libraries = kAllLibraries;
+  // Expand macros (has, all, exists, exists_one, map, filter, ...). When false, `has(x.y)` is an
+  // ordinary (usually undeclared) function call.
+  bool enable_macros = true;
+  // Type-check the expression. When false, undeclared identifiers and functions are runtime errors
+  // ("undeclared reference to 'x'") instead of compile errors, as with cel-go's disable_check.
+  bool type_check = true;
+  // Kubernetes HomogeneousAggregateLiterals: list and map literals with mixed element types are
+  // compile errors.
+  bool homogeneous_aggregate_literals = false;
+  // A literal regex argument of matches/find/findAll that RE2 rejects is a compile error.
+  bool validate_regex_literals = true;
+  // Declared variables. Without type checking, declarations are optional.
+  std::vector<std::pair<std::string, Type>> variables;
+  // If not empty, the checked result type must be one of these (dyn always passes), else a compile
+  // error "must evaluate to <a> or <b>, not <T>" -- DRA uses {bool, dyn}; see dra.h for its text.
+  std::vector<Type> result_types;
+  // Evaluation turns a result that is not a bool (and not an error) into the error value
+  // "CEL result of type <t> could not be converted to bool" (as the DRA scheduler does).
+  bool require_bool_result = false;
+  // For the DRA device type: whether `device.allowMultipleAllocations` is a declared field.
+  bool dra_allow_multiple_allocations = true;
+  // Parser limits: nesting depth of the syntax tree and expression length in bytes.
+  int max_recursion_depth = 250;
+  size_t max_expression_bytes = 100 * 1024;
+};
+
+// Activation binds variable names to values for one evaluation. It does not own a bound device.
+class Activation {
+ public:
+  Activation() = default;
+  // Bind sets (or replaces) a variable.
+  void Bind(std::string name, Value value);
+  // BindDevice binds the DRA `device` variable to a view that must outlive the evaluation.
+  void BindDevice(const dra::DeviceView* device) { device_ = device; }
+
+  const Value* Find(std::string_view name) const;
+  const dra::DeviceView* device() const { return device_; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> bindings_;
+  const dra::DeviceView* device_ = nullptr;
+};
+
+// EvalOptions bounds one evaluation.
+struct EvalOptions {
+  // Runtime cost limit (cel-go units); 0 = unlimited. Exceeding it aborts with the error value
+  // "operation cancelled: actual cost limit exceeded".
+  uint64_t cost_limit = 0;
+  // Checked every 100 comprehension iterations; past it, evaluation aborts with
+  // "operation interrupted: deadline exceeded".
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Checked like the deadline; when it becomes true evaluation aborts with
+  // "operation interrupted: cancelled".
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+// EvalResult is the outcome of one evaluation.
+struct EvalResult {
+  // Why evaluation stopped early, if it did.
+  enum class Abort : unsigned char { kNone, kCostLimit, kDeadline, kCancelled };
+  // The result; an error value (kind kError) when evaluation failed.
+  Value value;
+  // Runtime cost actually spent (cel-go units).
+  uint64_t cost = 0;
+  Abort abort = Abort::kNone;
+};
+
+// CostEstimate is the compile-time bound on the runtime cost (cel-go units).
+struct CostEstimate {
+  uint64_t min = 0;
+  uint64_t max = 0;
+};
+
+namespace internal {
+struct ProgramImpl;
+}  // namespace internal
+
+// Program is a compiled expression. Immutable; cheap to copy; safe to evaluate concurrently.
+class Program {
+ public:
+  // Evaluate runs the program. Unbound variables evaluate to an "undeclared reference" or
+  // "no such attribute" error value.
+  EvalResult Evaluate(const Activation& activation, const EvalOptions& options = {}) const;
+
+  // The checked result type (dyn when unknown or when checking is off).
+  const Type& result_type() const;
+  // Bounds on the runtime cost, computed at compile time with the DRA size limits for the device.
+  CostEstimate estimated_cost() const;
+  // The source text.
+  const std::string& expression() const;
+
+  // For the implementation (dra.cc).
+  const internal::ProgramImpl& impl() const { return *impl_; }
+
+ private:
+  friend class Environment;
+  explicit Program(std::shared_ptr<const internal::ProgramImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const internal::ProgramImpl> impl_;
+};
+
+// Environment compiles expressions. Immutable after construction; Compile is thread-safe.
+class Environment {
+ public:
+  explicit Environment(EnvironmentOptions options = {});
+
+  // Compile parses, expands macros, checks and plans `expression`. Errors (InvalidArgument) carry
+  // cel-go style text: "ERROR: <input>:1:5: Syntax error: mismatched input ..." or
+  // "ERROR: <input>:1:1: undeclared reference to 'x' (in container '')".
+  absl::StatusOr<Program> Compile(std::string_view expression) const;
+
+  const EnvironmentOptions& options() const { return options_; }
+
+ private:
+  EnvironmentOptions options_;
+};
+
+}  // namespace devlet::cel

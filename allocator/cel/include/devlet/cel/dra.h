@@ -1,0 +1,152 @@
+// File: devlet/cel/dra.h
+//
+// The Kubernetes DRA device-selector environment (k8s.io/dynamic-resource-allocation/cel):
+// a `device` variable with `driver`, `attributes`, `capacity` and `allowMultipleAllocations`,
+// all Kubernetes CEL libraries, HomogeneousAggregateLiterals, a bool result and a runtime cost
+// limit of 1,000,000.
+//
+//   absl::StatusOr<Program> selector = dra::CompileSelector(
+//       R"(device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model == "a100")");
+//   dra::SimpleDevice gpu("gpu.example.com");
+//   gpu.SetString("model", "a100");                 // unqualified: filed under the driver's domain
+//   absl::StatusOr<bool> match = dra::Match(*selector, gpu);
+//
+// DeviceView is an interface so that the allocator can evaluate selectors over its own device
+// representation without building maps per device; SimpleDevice is an owning implementation.
+//
+// Lookup semantics (research §3.2): `device.attributes["unknown.domain"]` is an empty map (not an
+// error); a missing name inside a domain is the runtime error "no such key: <name>"; unqualified
+// attribute and capacity names belong to the driver's domain.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "devlet/cel/cel.h"
+#include "devlet/cel/quantity.h"
+#include "devlet/cel/semver.h"
+
+namespace devlet::cel::dra {
+
+// The DRA cost limit (CELSelectorExpressionMaxCost).
+inline constexpr uint64_t kSelectorMaxCost = 1'000'000;
+
+// Attribute is one typed device attribute (resource.k8s.io DeviceAttribute), viewed, not owned.
+struct Attribute {
+  enum class Kind : unsigned char { kInt, kBool, kString, kVersion, kList };
+  Kind kind = Kind::kInt;
+  int64_t int_value = 0;
+  bool bool_value = false;
+  // kString: the string; kVersion: the semantic version text (parsed strictly when used).
+  std::string_view string_value;
+  // kVersion: an optional pre-parsed version (saves parsing on every evaluation).
+  const Semver* version = nullptr;
+  // kList (KEP-5491 list-typed attributes): the elements, each a scalar attribute.
+  std::span<const Attribute> elements;
+};
+
+// DeviceView is what a selector sees of one device. Implementations must be safe to call from the
+// thread that evaluates and must not change during an evaluation.
+class DeviceView {
+ public:
+  virtual ~DeviceView() = default;
+
+  virtual std::string_view driver() const = 0;
+  virtual bool allow_multiple_allocations() const { return false; }
+
+  // The attribute `id` of `domain` (unqualified names are in the driver's domain), or nullptr.
+  virtual const Attribute* FindAttribute(std::string_view domain, std::string_view id) const = 0;
+  // The capacity `id` of `domain`, or nullptr.
+  virtual const Quantity* FindCapacity(std::string_view domain, std::string_view id) const = 0;
+
+  // Enumeration, used only by expressions that iterate or size these maps.
+  virtual void ForEachAttributeDomain(absl::FunctionRef<void(std::string_view)> fn) const = 0;
+  virtual void ForEachAttribute(std::string_view domain,
+                                absl::FunctionRef<void(std::string_view, const Attribute&)> fn) const = 0;
+  virtual void ForEachCapacityDomain(absl::FunctionRef<void(std::string_view)> fn) const = 0;
+  virtual void ForEachCapacity(std::string_view domain,
+                               absl::FunctionRef<void(std::string_view, const Quantity&)> fn) const = 0;
+};
+
+// SimpleDevice is an owning DeviceView, convenient for tests and tools. Names may be qualified
+// ("domain/id") or not (the driver's domain).
+class SimpleDevice final : public DeviceView {
+ public:
+  explicit SimpleDevice(std::string driver);
+  ~SimpleDevice() override;
+  SimpleDevice(const SimpleDevice&) = delete;
+  SimpleDevice& operator=(const SimpleDevice&) = delete;
+
+  void SetInt(std::string_view name, int64_t value);
+  void SetBool(std::string_view name, bool value);
+  void SetString(std::string_view name, std::string_view value);
+  void SetVersion(std::string_view name, std::string_view value);
+  void SetInts(std::string_view name, const std::vector<int64_t>& values);
+  void SetBools(std::string_view name, const std::vector<bool>& values);
+  void SetStrings(std::string_view name, const std::vector<std::string>& values);
+  void SetVersions(std::string_view name, const std::vector<std::string>& values);
+  // SetCapacity parses `quantity` with Quantity::Parse.
+  absl::Status SetCapacity(std::string_view name, std::string_view quantity);
+  void SetCapacity(std::string_view name, const Quantity& quantity);
+  void set_allow_multiple_allocations(bool value) { allow_multiple_allocations_ = value; }
+
+  std::string_view driver() const override { return driver_; }
+  bool allow_multiple_allocations() const override { return allow_multiple_allocations_; }
+  const Attribute* FindAttribute(std::string_view domain, std::string_view id) const override;
+  const Quantity* FindCapacity(std::string_view domain, std::string_view id) const override;
+  void ForEachAttributeDomain(absl::FunctionRef<void(std::string_view)> fn) const override;
+  void ForEachAttribute(std::string_view domain,
+                        absl::FunctionRef<void(std::string_view, const Attribute&)> fn) const override;
+  void ForEachCapacityDomain(absl::FunctionRef<void(std::string_view)> fn) const override;
+  void ForEachCapacity(std::string_view domain,
+                       absl::FunctionRef<void(std::string_view, const Quantity&)> fn) const override;
+
+ private:
+  struct OwnedAttribute;
+  OwnedAttribute& Slot(std::string_view name);
+  std::string driver_;
+  bool allow_multiple_allocations_ = false;
+  std::map<std::string, std::map<std::string, std::unique_ptr<OwnedAttribute>, std::less<>>,
+           std::less<>>
+      attributes_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<const Quantity>, std::less<>>,
+           std::less<>>
+      capacity_;
+};
+
+// SelectorOptions chooses the DRA environment variant.
+struct SelectorOptions {
+  // StoredExpressions declares everything; NewExpressions follows the gates below.
+  bool consumable_capacity = true;     // `device.allowMultipleAllocations` is declared
+  bool list_type_attributes = true;    // `includes` is declared (DRAListTypeAttributes)
+};
+
+// CompileSelector compiles a DRA selector. Errors (InvalidArgument) read like Kubernetes':
+// "compilation failed: ERROR: <input>:1:2: Syntax error: ..." or
+// "compilation failed: ERROR: <input>:1:1: expression must evaluate to bool or the unknown type, not int".
+absl::StatusOr<Program> CompileSelector(std::string_view expression,
+                                        const SelectorOptions& options = {});
+
+// MatchOptions bounds one evaluation.
+struct MatchOptions {
+  uint64_t cost_limit = kSelectorMaxCost;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+// Match evaluates a compiled selector against a device. A runtime error ("no such key: model",
+// "operation cancelled: actual cost limit exceeded", "CEL result of type list could not be
+// converted to bool") is an InvalidArgument Status (DeadlineExceeded/Cancelled for interruption);
+// for Kubernetes any error aborts allocation. `cost`, if given, receives the runtime cost.
+absl::StatusOr<bool> Match(const Program& program, const DeviceView& device,
+                           const MatchOptions& options = {}, uint64_t* cost = nullptr);
+
+}  // namespace devlet::cel::dra

@@ -1,0 +1,163 @@
+// Private: evaluation context, plan nodes and the function registry.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "devlet/cel/cel.h"
+#include "val.h"
+
+namespace devlet::cel::internal {
+
+// Ctx is the mutable state of one evaluation.
+struct Ctx {
+  Arena& arena;
+  const Activation* activation = nullptr;
+  const dra::DeviceView* device = nullptr;
+  Val* slots = nullptr;  // comprehension variables
+  Val* vars = nullptr;   // external variables, loaded lazily
+  uint8_t* var_loaded = nullptr;
+  uint64_t cost = 0;
+  uint64_t limit = UINT64_MAX;
+  EvalResult::Abort abort = EvalResult::Abort::kNone;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  const std::atomic<bool>* cancelled = nullptr;
+  uint32_t iterations = 0;
+
+  explicit Ctx(Arena& a) : arena(a) {}
+
+  void AddCost(uint64_t c) {
+    cost += c;
+    if (cost > limit && abort == EvalResult::Abort::kNone) abort = EvalResult::Abort::kCostLimit;
+  }
+  bool aborted() const { return abort != EvalResult::Abort::kNone; }
+  // Called once per comprehension iteration; checks interruption every 100 iterations.
+  void Tick() {
+    if (++iterations % 100 != 0) return;
+    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+      abort = EvalResult::Abort::kCancelled;
+    } else if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      abort = EvalResult::Abort::kDeadline;
+    }
+  }
+
+  Val Error(std::string_view message) {
+    Val r = Val::Str(arena.Str(message), VK::kError);
+    return r;
+  }
+  Val NoOverload(std::string_view fn, const Val* args, uint32_t n);
+  Val String(std::string_view s, VK kind = VK::kString) { return Val::Str(arena.Str(s), kind); }
+  Val List(const Val* elems, uint32_t n);
+  // An empty list with room for `cap` elements.
+  Val ListWithCapacity(uint32_t cap);
+  // Appends (in place when possible, see ListRep); returns the longer list.
+  Val Append(const Val& list, const Val* elems, uint32_t n);
+  Val Optional(const Val& v) {
+    Val* p = arena.New<Val>(v);
+    return Val::Opt(p);
+  }
+};
+
+// CostOfSize is cel-go's ceil(factor * size).
+inline uint64_t CostOf(double factor, uint64_t size) {
+  return static_cast<uint64_t>(std::ceil(factor * static_cast<double>(size)));
+}
+
+// Size for cost purposes (string: bytes; list/map: entries; others 1).
+uint64_t CostSize(const Val& v);
+
+// A plan node. Eval never throws; errors are error Vals.
+class Node {
+ public:
+  explicit Node(int32_t offset) : offset_(offset) {}
+  virtual ~Node() = default;
+  virtual Val Eval(Ctx& ctx) const = 0;
+  // Constant nodes report their value (for folding).
+  virtual const Val* constant() const { return nullptr; }
+  int32_t offset() const { return offset_; }
+
+ private:
+  int32_t offset_;
+};
+using NodePtr = std::unique_ptr<Node>;
+
+// ---- Functions -----------------------------------------------------------------------------
+
+using Fn = Val (*)(Ctx& ctx, const Val* args, uint32_t n);
+using CostFn = uint64_t (*)(const Val* args, uint32_t n);
+
+struct FunctionDef {
+  std::string_view name;
+  Fn fn;
+  bool global;         // callable as name(args)
+  bool member;         // callable as target.name(args); target is args[0]
+  uint32_t library;    // Library bit, 0 = standard
+  CostFn cost;         // nullptr: 1
+  Type::Kind result;   // for the checker; kDyn = unknown / depends on arguments
+};
+
+// Lookup by name and call style, filtered by enabled libraries.
+const FunctionDef* FindFunction(std::string_view name, bool member, uint32_t libraries);
+// Whether any function (any style) has this name (for "undeclared reference" errors).
+bool IsFunctionName(std::string_view name, uint32_t libraries);
+
+// Value semantics shared by functions and nodes.
+// Equal: CEL equality; returns an error Val only if an operand is an error.
+Val Equal(Ctx& ctx, const Val& a, const Val& b);
+bool EqualBool(const Val& a, const Val& b);  // no errors: mismatched kinds are unequal
+// Compare for ordering: -1/0/1, or nullopt if not comparable.
+std::optional<int> Compare(const Val& a, const Val& b);
+// Map lookups (generic maps, device maps); returns nullptr-equivalent via `found`.
+bool MapFind(Ctx& ctx, const Val& map, const Val& key, Val* out);
+// Size of a map-like value.
+uint32_t MapSize(Ctx& ctx, const Val& map);
+// Keys of a map-like value, materialized as a list.
+Val MapKeys(Ctx& ctx, const Val& map);
+// Field selection `operand.field` on maps, device objects; error otherwise.
+Val Select(Ctx& ctx, const Val& operand, std::string_view field);
+// Presence test (has()).
+Val Has(Ctx& ctx, const Val& operand, std::string_view field);
+// Index `operand[key]`.
+Val Index(Ctx& ctx, const Val& operand, const Val& key);
+// Optional select / index (`.?f`, `[?k]`).
+Val OptSelect(Ctx& ctx, const Val& operand, std::string_view field);
+Val OptIndex(Ctx& ctx, const Val& operand, const Val& key);
+// Converts one DRA attribute to a Val (versions are parsed; lists become lists).
+Val AttributeToVal(Ctx& ctx, const dra::Attribute& attr);
+// DRA device field access.
+Val DeviceField(Ctx& ctx, const dra::DeviceView* dev, std::string_view field);
+Val DomainLookup(Ctx& ctx, const dra::DeviceView* dev, bool capacity, std::string_view domain,
+                 std::string_view id, bool* found);
+
+// Go-compatible formatting of doubles (strconv.FormatFloat(d, 'g', -1, 64) style used by CEL's
+// string(double)).
+std::string FormatDouble(double d);
+
+// Regular expressions (RE2), shared by matches/find/findAll and the checker.
+class Regex;
+// Compile returns nullptr and sets `error` when RE2 rejects the pattern.
+std::shared_ptr<const Regex> CompileRegex(std::string_view pattern, std::string* error);
+bool RegexMatch(const Regex& re, std::string_view text);
+Val RegexFind(Ctx& ctx, const Regex& re, std::string_view text);
+Val RegexFindAll(Ctx& ctx, const Regex& re, std::string_view text, int64_t limit);
+
+// Kubernetes object hooks (k8s.cc); these work once quantity.h / semver.h are present.
+bool HaveQuantity();
+bool HaveSemver();
+Val ParseQuantityVal(Ctx& ctx, std::string_view text);  // error Val on failure
+Val ParseSemverVal(Ctx& ctx, std::string_view text, bool normalize);
+bool QuantityEqual(const Quantity& a, const Quantity& b);
+bool SemverEqual(const Semver& a, const Semver& b);
+std::string QuantityString(const Quantity& q);
+std::string SemverString(const Semver& v);
+std::shared_ptr<const Quantity> CopyQuantity(const Quantity& q);
+std::shared_ptr<const Semver> CopySemver(const Semver& v);
+
+}  // namespace devlet::cel::internal

@@ -1,0 +1,1151 @@
+// The function library: CEL standard functions, strings v2, lists v3, sets, Kubernetes lists,
+// regex, optionals, includes and the macro helpers. Quantity and Semver live in k8s.cc.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "eval.h"
+#include "utf8.h"
+
+namespace devlet::cel::internal {
+
+std::vector<FunctionDef> KubernetesObjectFunctions();  // k8s.cc
+
+namespace {
+
+using K = Type::Kind;
+
+bool IsNum(const Val& v) { return v.kind == VK::kInt || v.kind == VK::kUint || v.kind == VK::kDouble; }
+
+#define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
+
+// ---- Arithmetic ------------------------------------------------------------------------------
+
+Val Add(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  const Val& y = a[1];
+  if (x.kind != y.kind) NO_OVERLOAD("_+_");
+  switch (x.kind) {
+    case VK::kInt: {
+      int64_t r;
+      if (__builtin_add_overflow(x.i, y.i, &r)) return ctx.Error("integer overflow");
+      return Val::Int(r);
+    }
+    case VK::kUint: {
+      uint64_t r;
+      if (__builtin_add_overflow(x.u, y.u, &r)) return ctx.Error("unsigned integer overflow");
+      return Val::Uint(r);
+    }
+    case VK::kDouble: return Val::Double(x.d + y.d);
+    case VK::kString:
+    case VK::kBytes: {
+      std::string s(x.str());
+      s.append(y.str());
+      return ctx.String(s, x.kind);
+    }
+    case VK::kList: return ctx.Append(x, y.list_data(), y.n);
+    default: NO_OVERLOAD("_+_");
+  }
+}
+
+Val Sub(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  const Val& y = a[1];
+  if (x.kind != y.kind) NO_OVERLOAD("_-_");
+  switch (x.kind) {
+    case VK::kInt: {
+      int64_t r;
+      if (__builtin_sub_overflow(x.i, y.i, &r)) return ctx.Error("integer overflow");
+      return Val::Int(r);
+    }
+    case VK::kUint: {
+      uint64_t r;
+      if (__builtin_sub_overflow(x.u, y.u, &r)) return ctx.Error("unsigned integer overflow");
+      return Val::Uint(r);
+    }
+    case VK::kDouble: return Val::Double(x.d - y.d);
+    default: NO_OVERLOAD("_-_");
+  }
+}
+
+Val Mul(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  const Val& y = a[1];
+  if (x.kind != y.kind) NO_OVERLOAD("_*_");
+  switch (x.kind) {
+    case VK::kInt: {
+      int64_t r;
+      if (__builtin_mul_overflow(x.i, y.i, &r)) return ctx.Error("integer overflow");
+      return Val::Int(r);
+    }
+    case VK::kUint: {
+      uint64_t r;
+      if (__builtin_mul_overflow(x.u, y.u, &r)) return ctx.Error("unsigned integer overflow");
+      return Val::Uint(r);
+    }
+    case VK::kDouble: return Val::Double(x.d * y.d);
+    default: NO_OVERLOAD("_*_");
+  }
+}
+
+Val Div(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  const Val& y = a[1];
+  if (x.kind != y.kind) NO_OVERLOAD("_/_");
+  switch (x.kind) {
+    case VK::kInt:
+      if (y.i == 0) return ctx.Error("division by zero");
+      if (x.i == INT64_MIN && y.i == -1) return ctx.Error("integer overflow");
+      return Val::Int(x.i / y.i);
+    case VK::kUint:
+      if (y.u == 0) return ctx.Error("division by zero");
+      return Val::Uint(x.u / y.u);
+    case VK::kDouble: return Val::Double(x.d / y.d);
+    default: NO_OVERLOAD("_/_");
+  }
+}
+
+Val Mod(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  const Val& y = a[1];
+  if (x.kind != y.kind) NO_OVERLOAD("_%_");
+  switch (x.kind) {
+    case VK::kInt:
+      if (y.i == 0) return ctx.Error("modulus by zero");
+      if (x.i == INT64_MIN && y.i == -1) return ctx.Error("integer overflow");
+      return Val::Int(x.i % y.i);
+    case VK::kUint:
+      if (y.u == 0) return ctx.Error("modulus by zero");
+      return Val::Uint(x.u % y.u);
+    default: NO_OVERLOAD("_%_");
+  }
+}
+
+Val Neg(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kInt) {
+    if (a[0].i == INT64_MIN) return ctx.Error("integer overflow");
+    return Val::Int(-a[0].i);
+  }
+  if (a[0].kind == VK::kDouble) return Val::Double(-a[0].d);
+  NO_OVERLOAD("-_");
+}
+
+Val Not(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kBool) return Val::Bool(!a[0].b);
+  NO_OVERLOAD("!_");
+}
+
+// ---- Comparison ------------------------------------------------------------------------------
+
+Val Eq(Ctx& ctx, const Val* a, uint32_t) { return Equal(ctx, a[0], a[1]); }
+Val Ne(Ctx& ctx, const Val* a, uint32_t) {
+  Val r = Equal(ctx, a[0], a[1]);
+  if (r.kind == VK::kBool) r.b = !r.b;
+  return r;
+}
+uint64_t EqCost(const Val* a, uint32_t) {
+  const bool sized = (a[0].kind == VK::kString || a[0].kind == VK::kBytes) && a[0].kind == a[1].kind;
+  return sized ? CostOf(0.1, std::min(a[0].n, a[1].n)) : 1;
+}
+
+template <int kOp>
+Val Relation(Ctx& ctx, const Val* a, uint32_t n) {
+  static constexpr const char* kNames[] = {"_<_", "_<=_", "_>_", "_>=_"};
+  const std::optional<int> c = Compare(a[0], a[1]);
+  if (!c) {
+    if (IsNum(a[0]) && IsNum(a[1])) return Val::Bool(false);  // NaN
+    NO_OVERLOAD(kNames[kOp]);
+  }
+  switch (kOp) {
+    case 0: return Val::Bool(*c < 0);
+    case 1: return Val::Bool(*c <= 0);
+    case 2: return Val::Bool(*c > 0);
+    default: return Val::Bool(*c >= 0);
+  }
+}
+uint64_t RelCost(const Val* a, uint32_t) {
+  const bool sized = (a[0].kind == VK::kString || a[0].kind == VK::kBytes) && a[0].kind == a[1].kind;
+  return sized ? std::max<uint64_t>(1, CostOf(0.1, std::min(a[0].n, a[1].n))) : 1;
+}
+
+Val In(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  const Val& c = a[1];
+  if (c.kind == VK::kList) {
+    for (uint32_t i = 0; i < c.n; ++i) {
+      if (EqualBool(x, c.l->data[i])) return Val::Bool(true);
+    }
+    return Val::Bool(false);
+  }
+  if (c.kind == VK::kMap || c.kind == VK::kDeviceMap || c.kind == VK::kDomainMap) {
+    if (c.kind == VK::kDeviceMap) return Has(ctx, c, x.kind == VK::kString ? x.str() : "\x01");
+    Val out;
+    return Val::Bool(MapFind(ctx, c, x, &out));
+  }
+  NO_OVERLOAD("@in");
+}
+uint64_t InCost(const Val* a, uint32_t) { return a[1].kind == VK::kList ? a[1].n : 1; }
+
+// ---- Size and strings --------------------------------------------------------------------
+
+Val Size(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  switch (x.kind) {
+    case VK::kString: return Val::Int(static_cast<int64_t>(Utf8CountCodePoints(x.str())));
+    case VK::kBytes:
+    case VK::kList: return Val::Int(x.n);
+    case VK::kMap:
+    case VK::kDeviceMap:
+    case VK::kDomainMap: return Val::Int(MapSize(ctx, x));
+    default: NO_OVERLOAD("size");
+  }
+}
+
+Val Contains(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("contains");
+  return Val::Bool(a[0].str().find(a[1].str()) != std::string_view::npos);
+}
+uint64_t ContainsCost(const Val* a, uint32_t) { return CostOf(0.1, a[0].n) * CostOf(0.1, a[1].n); }
+Val StartsWith(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("startsWith");
+  return Val::Bool(a[0].str().substr(0, a[1].n) == a[1].str());
+}
+Val EndsWith(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("endsWith");
+  return Val::Bool(a[0].n >= a[1].n && a[0].str().substr(a[0].n - a[1].n) == a[1].str());
+}
+uint64_t Arg1TraverseCost(const Val* a, uint32_t n) { return n > 1 ? CostOf(0.1, CostSize(a[1])) : 1; }
+uint64_t Arg0TraverseCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostOf(0.1, CostSize(a[0]))); }
+uint64_t SplitCost(const Val* a, uint32_t) { return CostOf(0.2, CostSize(a[0])); }
+uint64_t ListSizeCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostSize(a[0])); }
+
+Val Matches(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("matches");
+  std::string error;
+  auto re = CompileRegex(a[1].str(), &error);
+  if (!re) return ctx.Error(error);
+  return Val::Bool(RegexMatch(*re, a[0].str()));
+}
+uint64_t MatchesCost(const Val* a, uint32_t) {
+  return std::max<uint64_t>(1, CostOf(0.1, uint64_t{a[0].n} + 1) * CostOf(0.25, a[1].n));
+}
+
+Val Find(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("find");
+  std::string error;
+  auto re = CompileRegex(a[1].str(), &error);
+  if (!re) return ctx.Error(error);
+  return RegexFind(ctx, *re, a[0].str());
+}
+Val FindAll(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString || (n == 3 && a[2].kind != VK::kInt)) {
+    NO_OVERLOAD("findAll");
+  }
+  std::string error;
+  auto re = CompileRegex(a[1].str(), &error);
+  if (!re) return ctx.Error(error);
+  return RegexFindAll(ctx, *re, a[0].str(), n == 3 ? a[2].i : -1);
+}
+
+// ---- Conversions -------------------------------------------------------------------------
+
+bool ParseInt64(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (*b == '+') ++b;
+  auto [p, ec] = std::from_chars(b, e, *out, 10);
+  return ec == std::errc() && p == e;
+}
+
+Val ToInt(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  switch (x.kind) {
+    case VK::kInt: return x;
+    case VK::kUint:
+      if (x.u > static_cast<uint64_t>(INT64_MAX)) return ctx.Error("integer overflow");
+      return Val::Int(static_cast<int64_t>(x.u));
+    case VK::kDouble:
+      if (std::isnan(x.d) || x.d <= -9223372036854775808.0 || x.d >= 9223372036854775807.0) {
+        return ctx.Error("integer overflow");
+      }
+      return Val::Int(static_cast<int64_t>(x.d));
+    case VK::kString: {
+      int64_t v;
+      if (!ParseInt64(x.str(), &v)) return ctx.Error("cannot convert string '" + std::string(x.str()) + "' to int");
+      return Val::Int(v);
+    }
+    default: NO_OVERLOAD("int");
+  }
+}
+
+Val ToUint(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  switch (x.kind) {
+    case VK::kUint: return x;
+    case VK::kInt:
+      if (x.i < 0) return ctx.Error("unsigned integer overflow");
+      return Val::Uint(static_cast<uint64_t>(x.i));
+    case VK::kDouble:
+      if (std::isnan(x.d) || x.d < 0 || x.d >= 18446744073709551615.0) {
+        return ctx.Error("unsigned integer overflow");
+      }
+      return Val::Uint(static_cast<uint64_t>(x.d));
+    case VK::kString: {
+      uint64_t v;
+      std::string_view s = x.str();
+      if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+      if (s.empty() || ec != std::errc() || p != s.data() + s.size()) {
+        return ctx.Error("cannot convert string '" + std::string(x.str()) + "' to uint");
+      }
+      return Val::Uint(v);
+    }
+    default: NO_OVERLOAD("uint");
+  }
+}
+
+Val ToDouble(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  switch (x.kind) {
+    case VK::kDouble: return x;
+    case VK::kInt: return Val::Double(static_cast<double>(x.i));
+    case VK::kUint: return Val::Double(static_cast<double>(x.u));
+    case VK::kString: {
+      const std::string s(x.str());
+      std::string lower;
+      for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string_view l = lower;
+      if (l == "inf" || l == "+inf" || l == "infinity" || l == "+infinity") return Val::Double(INFINITY);
+      if (l == "-inf" || l == "-infinity") return Val::Double(-INFINITY);
+      if (l == "nan") return Val::Double(NAN);
+      if (s.empty() || std::isspace(static_cast<unsigned char>(s[0])) || l.find("inf") != std::string::npos ||
+          l.find("nan") != std::string::npos) {
+        return ctx.Error("cannot convert string '" + s + "' to double");
+      }
+      char* end = nullptr;
+      const double d = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() + s.size()) return ctx.Error("cannot convert string '" + s + "' to double");
+      return Val::Double(d);
+    }
+    default: NO_OVERLOAD("double");
+  }
+}
+
+Val ToString(Ctx& ctx, const Val* a, uint32_t n) {
+  const Val& x = a[0];
+  switch (x.kind) {
+    case VK::kString: return x;
+    case VK::kInt: return ctx.String(std::to_string(x.i));
+    case VK::kUint: return ctx.String(std::to_string(x.u));
+    case VK::kDouble: return ctx.String(FormatDouble(x.d));
+    case VK::kBool: return Val::Str(x.b ? "true" : "false");
+    case VK::kBytes:
+      if (!Utf8Valid(x.str())) return ctx.Error("invalid UTF-8 in bytes, cannot convert to string");
+      return Val::Str(x.str());
+    case VK::kType: return Val::Str(x.str());
+    default: NO_OVERLOAD("string");
+  }
+}
+
+Val ToBytes(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kBytes) return a[0];
+  if (a[0].kind == VK::kString) return Val::Str(a[0].str(), VK::kBytes);
+  NO_OVERLOAD("bytes");
+}
+
+Val ToBool(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kBool) return a[0];
+  if (a[0].kind == VK::kString) {
+    const std::string_view s = a[0].str();
+    if (s == "1" || s == "t" || s == "T" || s == "true" || s == "TRUE" || s == "True") return Val::Bool(true);
+    if (s == "0" || s == "f" || s == "F" || s == "false" || s == "FALSE" || s == "False") return Val::Bool(false);
+    return ctx.Error("cannot convert string '" + std::string(s) + "' to bool");
+  }
+  NO_OVERLOAD("bool");
+}
+
+Val Dyn(Ctx&, const Val* a, uint32_t) { return a[0]; }
+Val TypeOf(Ctx&, const Val* a, uint32_t) { return Val::TypeName(TypeNameOf(a[0])); }
+
+// ---- Optionals ---------------------------------------------------------------------------
+
+Val OptionalOf(Ctx& ctx, const Val* a, uint32_t) { return ctx.Optional(a[0]); }
+Val OptionalNone(Ctx&, const Val*, uint32_t) { return Val::Opt(nullptr); }
+bool IsZero(const Val& v) {
+  switch (v.kind) {
+    case VK::kNull: return true;
+    case VK::kBool: return !v.b;
+    case VK::kInt: return v.i == 0;
+    case VK::kUint: return v.u == 0;
+    case VK::kDouble: return v.d == 0;
+    case VK::kString:
+    case VK::kBytes:
+    case VK::kList:
+    case VK::kMap: return v.n == 0;
+    default: return false;
+  }
+}
+Val OptionalOfNonZero(Ctx& ctx, const Val* a, uint32_t) {
+  return IsZero(a[0]) ? Val::Opt(nullptr) : ctx.Optional(a[0]);
+}
+Val HasValue(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kOptional) NO_OVERLOAD("hasValue");
+  return Val::Bool(a[0].opt != nullptr);
+}
+Val OptValue(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kOptional) NO_OVERLOAD("value");
+  if (a[0].opt == nullptr) return ctx.Error("optional.none() dereference");
+  return *a[0].opt;
+}
+Val OptOr(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kOptional) NO_OVERLOAD("or");
+  return a[0].opt ? a[0] : a[1];
+}
+Val OptOrValue(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kOptional) NO_OVERLOAD("orValue");
+  return a[0].opt ? *a[0].opt : a[1];
+}
+
+// ---- Strings extension (v2) ----------------------------------------------------------------
+
+bool Str(const Val& v) { return v.kind == VK::kString; }
+
+Val CharAt(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0]) || a[1].kind != VK::kInt) NO_OVERLOAD("charAt");
+  const std::u32string s = Utf8Decode(a[0].str());
+  const int64_t i = a[1].i;
+  if (i < 0 || i > static_cast<int64_t>(s.size())) return ctx.Error("index out of range: " + std::to_string(i));
+  if (i == static_cast<int64_t>(s.size())) return Val::Str("");
+  return ctx.String(Utf8Encode(s.substr(i, 1)));
+}
+
+Val IndexOfImpl(Ctx& ctx, const Val* a, uint32_t n, bool last) {
+  const char* name = last ? "lastIndexOf" : "indexOf";
+  if (a[0].kind == VK::kList) {  // Kubernetes lists library
+    if (n != 2) NO_OVERLOAD(name);
+    if (last) {
+      for (uint32_t i = a[0].n; i-- > 0;) {
+        if (EqualBool(a[0].l->data[i], a[1])) return Val::Int(i);
+      }
+    } else {
+      for (uint32_t i = 0; i < a[0].n; ++i) {
+        if (EqualBool(a[0].l->data[i], a[1])) return Val::Int(i);
+      }
+    }
+    return Val::Int(-1);
+  }
+  if (!Str(a[0]) || !Str(a[1]) || (n == 3 && a[2].kind != VK::kInt)) NO_OVERLOAD(name);
+  const std::u32string s = Utf8Decode(a[0].str());
+  const std::u32string sub = Utf8Decode(a[1].str());
+  const auto len = static_cast<int64_t>(s.size());
+  int64_t offset = n == 3 ? a[2].i : (last ? len : 0);
+  if (offset < 0 || offset > len) return ctx.Error("index out of range: " + std::to_string(offset));
+  if (sub.empty()) return Val::Int(offset);
+  if (!last) {
+    const size_t pos = s.find(sub, static_cast<size_t>(offset));
+    return Val::Int(pos == std::u32string::npos ? -1 : static_cast<int64_t>(pos));
+  }
+  if (static_cast<int64_t>(sub.size()) > len) return Val::Int(-1);
+  const size_t pos = s.rfind(sub, static_cast<size_t>(offset));
+  return Val::Int(pos == std::u32string::npos ? -1 : static_cast<int64_t>(pos));
+}
+Val IndexOf(Ctx& ctx, const Val* a, uint32_t n) { return IndexOfImpl(ctx, a, n, false); }
+Val LastIndexOf(Ctx& ctx, const Val* a, uint32_t n) { return IndexOfImpl(ctx, a, n, true); }
+
+Val LowerAscii(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0])) NO_OVERLOAD("lowerAscii");
+  std::string s(a[0].str());
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return ctx.String(s);
+}
+Val UpperAscii(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0])) NO_OVERLOAD("upperAscii");
+  std::string s(a[0].str());
+  for (char& c : s) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return ctx.String(s);
+}
+
+Val Replace(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0]) || !Str(a[1]) || !Str(a[2]) || (n == 4 && a[3].kind != VK::kInt)) NO_OVERLOAD("replace");
+  int64_t limit = n == 4 ? a[3].i : -1;
+  const std::string_view s = a[0].str(), from = a[1].str(), to = a[2].str();
+  std::string out;
+  if (from.empty()) {
+    // Go strings.Replace with empty old: insert `to` before each code point and at the end.
+    size_t i = 0;
+    while (limit != 0 && i <= s.size()) {
+      out.append(to);
+      if (limit > 0) --limit;
+      if (i == s.size()) {
+        i = s.size() + 1;
+        break;
+      }
+      const size_t len = std::max<size_t>(1, Utf8SequenceLength(s, i));
+      out.append(s.substr(i, len));
+      i += len;
+    }
+    if (i <= s.size()) out.append(s.substr(i));
+    return ctx.String(out);
+  }
+  size_t pos = 0;
+  while (limit != 0) {
+    const size_t f = s.find(from, pos);
+    if (f == std::string_view::npos) break;
+    out.append(s.substr(pos, f - pos));
+    out.append(to);
+    pos = f + from.size();
+    if (limit > 0) --limit;
+  }
+  out.append(s.substr(pos));
+  return ctx.String(out);
+}
+
+Val Split(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0]) || !Str(a[1]) || (n == 3 && a[2].kind != VK::kInt)) NO_OVERLOAD("split");
+  const int64_t limit = n == 3 ? a[2].i : -1;
+  const std::string_view s = a[0].str(), sep = a[1].str();
+  std::vector<Val> parts;
+  if (limit == 0) return ctx.List(nullptr, 0);
+  if (sep.empty()) {
+    size_t i = 0;
+    while (i < s.size()) {
+      if (limit > 0 && static_cast<int64_t>(parts.size()) == limit - 1) {
+        parts.push_back(Val::Str(s.substr(i)));
+        i = s.size();
+        break;
+      }
+      const size_t len = std::max<size_t>(1, Utf8SequenceLength(s, i));
+      parts.push_back(Val::Str(s.substr(i, len)));
+      i += len;
+    }
+  } else {
+    size_t pos = 0;
+    while (true) {
+      if (limit > 0 && static_cast<int64_t>(parts.size()) == limit - 1) break;
+      const size_t f = s.find(sep, pos);
+      if (f == std::string_view::npos) break;
+      parts.push_back(Val::Str(s.substr(pos, f - pos)));
+      pos = f + sep.size();
+    }
+    parts.push_back(Val::Str(s.substr(pos)));
+  }
+  return ctx.List(parts.data(), static_cast<uint32_t>(parts.size()));
+}
+
+Val Substring(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0]) || a[1].kind != VK::kInt || (n == 3 && a[2].kind != VK::kInt)) NO_OVERLOAD("substring");
+  const std::u32string s = Utf8Decode(a[0].str());
+  const auto len = static_cast<int64_t>(s.size());
+  const int64_t start = a[1].i;
+  const int64_t end = n == 3 ? a[2].i : len;
+  if (start < 0 || start > len) return ctx.Error("index out of range: " + std::to_string(start));
+  if (end < 0 || end > len) return ctx.Error("index out of range: " + std::to_string(end));
+  if (start > end) {
+    return ctx.Error("invalid substring range. start: " + std::to_string(start) + ", end: " + std::to_string(end));
+  }
+  return ctx.String(Utf8Encode(s.substr(start, end - start)));
+}
+
+bool IsUnicodeSpace(char32_t c) {
+  switch (c) {
+    case U'\t': case U'\n': case U'\v': case U'\f': case U'\r': case U' ': case 0x85: case 0xA0:
+    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+      return true;
+    default:
+      return c >= 0x2000 && c <= 0x200A;
+  }
+}
+
+Val Trim(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0])) NO_OVERLOAD("trim");
+  const std::u32string s = Utf8Decode(a[0].str());
+  size_t b = 0, e = s.size();
+  while (b < e && IsUnicodeSpace(s[b])) ++b;
+  while (e > b && IsUnicodeSpace(s[e - 1])) --e;
+  return ctx.String(Utf8Encode(s.substr(b, e - b)));
+}
+
+Val Join(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || (n == 2 && !Str(a[1]))) NO_OVERLOAD("join");
+  std::string out;
+  for (uint32_t i = 0; i < a[0].n; ++i) {
+    const Val& e = a[0].l->data[i];
+    if (!Str(e)) NO_OVERLOAD("join");
+    if (i && n == 2) out.append(a[1].str());
+    out.append(e.str());
+  }
+  return ctx.String(out);
+}
+
+std::string QuoteString(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = Utf8SequenceLength(s, i);
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+      continue;
+    }
+    const char c = s[i];
+    if (len == 1) {
+      switch (c) {
+        case '\a': out += "\\a"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\v': out += "\\v"; break;
+        case '\\': out += "\\\\"; break;
+        case '"': out += "\\\""; break;
+        default: out += c;
+      }
+    } else {
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  return out + "\"";
+}
+
+Val Quote(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0])) NO_OVERLOAD("strings.quote");
+  return ctx.String(QuoteString(a[0].str()));
+}
+
+// format(): %s %d %f %e %b %o %x %X %% with optional precision (cel-go ext/formatting.go).
+bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* err, bool nested) {
+  switch (v.kind) {
+    case VK::kString:
+      *out += nested ? QuoteString(v.str()) : std::string(v.str());
+      return true;
+    case VK::kBytes:
+      *out += nested ? "b" + QuoteString(v.str()) : std::string(v.str());
+      return true;
+    case VK::kInt: *out += std::to_string(v.i); return true;
+    case VK::kUint: *out += std::to_string(v.u); return true;
+    case VK::kDouble: {
+      if (std::isnan(v.d)) {
+        *out += "NaN";
+      } else if (std::isinf(v.d)) {
+        *out += v.d > 0 ? "Infinity" : "-Infinity";
+      } else {
+        *out += FormatDouble(v.d);
+      }
+      return true;
+    }
+    case VK::kBool: *out += v.b ? "true" : "false"; return true;
+    case VK::kNull: *out += "null"; return true;
+    case VK::kType: *out += std::string(v.str()); return true;
+    case VK::kList: {
+      *out += "[";
+      for (uint32_t i = 0; i < v.n; ++i) {
+        if (i) *out += ", ";
+        if (!FormatValueAsString(ctx, v.l->data[i], out, err, true)) return false;
+      }
+      *out += "]";
+      return true;
+    }
+    case VK::kMap: {
+      std::vector<std::pair<std::string, std::string>> entries;
+      for (uint32_t i = 0; i < v.n; ++i) {
+        std::string k, val;
+        if (!FormatValueAsString(ctx, v.m->keys[i], &k, err, true)) return false;
+        if (!FormatValueAsString(ctx, v.m->vals[i], &val, err, true)) return false;
+        entries.emplace_back(std::move(k), std::move(val));
+      }
+      std::sort(entries.begin(), entries.end());
+      *out += "{";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i) *out += ", ";
+        *out += entries[i].first + ": " + entries[i].second;
+      }
+      *out += "}";
+      return true;
+    }
+    default:
+      *err = "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
+             "durations, and timestamps, was given " + std::string(TypeNameOf(v));
+      return false;
+  }
+}
+
+Val Format(Ctx& ctx, const Val* a, uint32_t n) {
+  if (!Str(a[0]) || a[1].kind != VK::kList) NO_OVERLOAD("format");
+  const std::string_view f = a[0].str();
+  const Val& args = a[1];
+  std::string out;
+  uint32_t next = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%') {
+      out += f[i];
+      continue;
+    }
+    if (++i >= f.size()) return ctx.Error("could not parse formatting clause: unexpected end of string");
+    if (f[i] == '%') {
+      out += '%';
+      continue;
+    }
+    int precision = -1;
+    if (f[i] == '.') {
+      ++i;
+      precision = 0;
+      while (i < f.size() && f[i] >= '0' && f[i] <= '9') precision = precision * 10 + (f[i++] - '0');
+      if (i >= f.size()) return ctx.Error("could not parse formatting clause: unexpected end of string");
+    }
+    const char verb = f[i];
+    if (next >= args.n) {
+      return ctx.Error("index " + std::to_string(next) + " out of range");
+    }
+    const Val& v = args.l->data[next++];
+    std::string err;
+    char buf[512];
+    switch (verb) {
+      case 's':
+        if (!FormatValueAsString(ctx, v, &out, &err, false)) return ctx.Error("error during formatting: " + err);
+        break;
+      case 'd':
+        if (v.kind == VK::kInt) {
+          out += std::to_string(v.i);
+        } else if (v.kind == VK::kUint) {
+          out += std::to_string(v.u);
+        } else if (v.kind == VK::kDouble && (std::isnan(v.d) || std::isinf(v.d))) {
+          out += std::isnan(v.d) ? "NaN" : (v.d > 0 ? "Infinity" : "-Infinity");
+        } else {
+          return ctx.Error("error during formatting: decimal clause can only be used on integers, was given " +
+                           std::string(TypeNameOf(v)));
+        }
+        break;
+      case 'f':
+      case 'e': {
+        double d;
+        if (v.kind == VK::kDouble) {
+          d = v.d;
+        } else if (v.kind == VK::kInt) {
+          d = static_cast<double>(v.i);
+        } else if (v.kind == VK::kUint) {
+          d = static_cast<double>(v.u);
+        } else {
+          return ctx.Error(std::string("error during formatting: ") +
+                           (verb == 'f' ? "fixed-point" : "scientific") +
+                           " clause can only be used on doubles, was given " + std::string(TypeNameOf(v)));
+        }
+        if (std::isnan(d)) {
+          out += "NaN";
+        } else if (std::isinf(d)) {
+          out += d > 0 ? "Infinity" : "-Infinity";
+        } else {
+          const std::string spec = std::string("%.") + std::to_string(precision < 0 ? 6 : std::min(precision, 100)) + verb;
+          std::snprintf(buf, sizeof(buf), spec.c_str(), d);
+          out += buf;
+        }
+        break;
+      }
+      case 'b':
+      case 'o':
+      case 'x':
+      case 'X': {
+        if (v.kind == VK::kInt || v.kind == VK::kUint || (v.kind == VK::kBool && verb == 'b')) {
+          const bool neg = v.kind == VK::kInt && v.i < 0;
+          uint64_t u = v.kind == VK::kInt ? (neg ? 0 - static_cast<uint64_t>(v.i) : static_cast<uint64_t>(v.i))
+                       : v.kind == VK::kUint ? v.u
+                                             : (v.b ? 1 : 0);
+          const int base = verb == 'b' ? 2 : verb == 'o' ? 8 : 16;
+          std::string digits;
+          do {
+            const int d = static_cast<int>(u % base);
+            digits += static_cast<char>(d < 10 ? '0' + d : (verb == 'X' ? 'A' : 'a') + d - 10);
+            u /= base;
+          } while (u);
+          if (neg) digits += '-';
+          std::reverse(digits.begin(), digits.end());
+          out += digits;
+        } else if ((verb == 'x' || verb == 'X') && (v.kind == VK::kString || v.kind == VK::kBytes)) {
+          for (unsigned char c : v.str()) {
+            std::snprintf(buf, sizeof(buf), verb == 'x' ? "%02x" : "%02X", c);
+            out += buf;
+          }
+        } else {
+          return ctx.Error("error during formatting: only integers" +
+                           std::string(verb == 'x' || verb == 'X' ? ", byte buffers, and strings" : "") +
+                           " can be formatted as " + (verb == 'b' ? "binary" : verb == 'o' ? "octal" : "hex") +
+                           ", was given " + std::string(TypeNameOf(v)));
+        }
+        break;
+      }
+      default:
+        return ctx.Error(std::string("could not parse formatting clause: unrecognized formatting clause \"") +
+                         verb + "\"");
+    }
+  }
+  if (next < args.n) {
+    // cel-go ignores extra arguments.
+  }
+  return ctx.String(out);
+}
+
+// ---- Lists extension (v3) and Kubernetes lists ----------------------------------------------
+
+Val Slice(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || a[1].kind != VK::kInt || a[2].kind != VK::kInt) NO_OVERLOAD("slice");
+  const int64_t s = a[1].i, e = a[2].i;
+  if (s < 0 || e < 0) {
+    return ctx.Error("cannot slice(" + std::to_string(s) + ", " + std::to_string(e) +
+                     "), negative indexes not supported");
+  }
+  if (s > e) {
+    return ctx.Error("cannot slice(" + std::to_string(s) + ", " + std::to_string(e) +
+                     "), start index must be less than or equal to end index");
+  }
+  if (e > a[0].n) {
+    return ctx.Error("cannot slice(" + std::to_string(s) + ", " + std::to_string(e) + "), list is length " +
+                     std::to_string(a[0].n));
+  }
+  return ctx.List(a[0].l->data + s, static_cast<uint32_t>(e - s));
+}
+
+void FlattenInto(const Val& list, int64_t depth, std::vector<Val>* out) {
+  for (uint32_t i = 0; i < list.n; ++i) {
+    const Val& e = list.l->data[i];
+    if (e.kind == VK::kList && depth > 0) {
+      FlattenInto(e, depth - 1, out);
+    } else {
+      out->push_back(e);
+    }
+  }
+}
+Val Flatten(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || (n == 2 && a[1].kind != VK::kInt)) NO_OVERLOAD("flatten");
+  const int64_t depth = n == 2 ? a[1].i : 1;
+  if (depth < 0) return ctx.Error("level must be non-negative");
+  std::vector<Val> out;
+  FlattenInto(a[0], depth, &out);
+  return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
+}
+
+Val Distinct(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("distinct");
+  std::vector<Val> out;
+  for (uint32_t i = 0; i < a[0].n; ++i) {
+    const Val& e = a[0].l->data[i];
+    bool seen = false;
+    for (const Val& o : out) seen = seen || EqualBool(o, e);
+    if (!seen) out.push_back(e);
+  }
+  return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
+}
+
+Val Range(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kInt) NO_OVERLOAD("lists.range");
+  if (a[0].i > 1'000'000) return ctx.Error("lists.range: size exceeds limit");
+  const auto size = static_cast<uint32_t>(std::max<int64_t>(0, a[0].i));
+  Val list = ctx.ListWithCapacity(size);
+  for (uint32_t i = 0; i < size; ++i) list.l->data[i] = Val::Int(i);
+  list.l->used = size;
+  list.n = size;
+  return list;
+}
+
+Val Reverse(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("reverse");
+  std::vector<Val> out(a[0].l ? a[0].l->data : nullptr, a[0].l ? a[0].l->data + a[0].n : nullptr);
+  std::reverse(out.begin(), out.end());
+  return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
+}
+
+// Sorts `idx` by the keys; false if some key pair is not comparable.
+bool SortIndices(const Val& keys, std::vector<uint32_t>* idx) {
+  for (uint32_t i = 0; i < keys.n; ++i) {
+    const Val& k = keys.l->data[i];
+    if (!IsNum(k) && k.kind != VK::kString && k.kind != VK::kBytes && k.kind != VK::kBool) return false;
+    if (i > 0 && !Compare(keys.l->data[0], k)) return false;
+    if (i > 0 && IsNum(k) != IsNum(keys.l->data[0])) return false;
+  }
+  idx->resize(keys.n);
+  for (uint32_t i = 0; i < keys.n; ++i) (*idx)[i] = i;
+  std::stable_sort(idx->begin(), idx->end(), [&](uint32_t x, uint32_t y) {
+    const auto c = Compare(keys.l->data[x], keys.l->data[y]);
+    return c && *c < 0;
+  });
+  return true;
+}
+
+Val Sort(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("sort");
+  std::vector<uint32_t> idx;
+  if (!SortIndices(a[0], &idx)) return ctx.Error("list elements must have the same type");
+  std::vector<Val> out;
+  for (uint32_t i : idx) out.push_back(a[0].l->data[i]);
+  return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
+}
+
+Val SortByKeys(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || a[1].kind != VK::kList || a[0].n != a[1].n) NO_OVERLOAD("sortBy");
+  std::vector<uint32_t> idx;
+  if (!SortIndices(a[1], &idx)) return ctx.Error("sortBy key values must have the same type");
+  std::vector<Val> out;
+  for (uint32_t i : idx) out.push_back(a[0].l->data[i]);
+  return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
+}
+
+Val IsSorted(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("isSorted");
+  for (uint32_t i = 1; i < a[0].n; ++i) {
+    const auto c = Compare(a[0].l->data[i - 1], a[0].l->data[i]);
+    if (!c) return ctx.NoOverload("isSorted", &a[0].l->data[i], 1);
+    if (*c > 0) return Val::Bool(false);
+  }
+  return Val::Bool(true);
+}
+
+Val Sum(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("sum");
+  if (a[0].n == 0) return Val::Int(0);
+  Val acc = a[0].l->data[0];
+  if (!IsNum(acc)) return ctx.NoOverload("sum", &acc, 1);
+  for (uint32_t i = 1; i < a[0].n; ++i) {
+    Val args[2] = {acc, a[0].l->data[i]};
+    acc = Add(ctx, args, 2);
+    if (acc.is_error()) return acc;
+  }
+  return acc;
+}
+
+Val MinMax(Ctx& ctx, const Val* a, uint32_t n, bool is_min) {
+  const char* name = is_min ? "min" : "max";
+  if (a[0].kind != VK::kList) NO_OVERLOAD(name);
+  if (a[0].n == 0) return ctx.Error(std::string(name) + " called on empty list");
+  Val best = a[0].l->data[0];
+  for (uint32_t i = 1; i < a[0].n; ++i) {
+    const Val& e = a[0].l->data[i];
+    const auto c = Compare(e, best);
+    if (!c) return ctx.NoOverload(name, &e, 1);
+    if (is_min ? *c < 0 : *c > 0) best = e;
+  }
+  if (a[0].n == 1 && !IsNum(best) && best.kind != VK::kString && best.kind != VK::kBytes &&
+      best.kind != VK::kBool) {
+    return ctx.NoOverload(name, &best, 1);
+  }
+  return best;
+}
+Val Min(Ctx& ctx, const Val* a, uint32_t n) { return MinMax(ctx, a, n, true); }
+Val Max(Ctx& ctx, const Val* a, uint32_t n) { return MinMax(ctx, a, n, false); }
+
+// ---- Sets ----------------------------------------------------------------------------------
+
+bool ListHas(const Val& list, const Val& v) {
+  for (uint32_t i = 0; i < list.n; ++i) {
+    if (EqualBool(list.l->data[i], v)) return true;
+  }
+  return false;
+}
+Val SetsContains(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || a[1].kind != VK::kList) NO_OVERLOAD("sets.contains");
+  for (uint32_t i = 0; i < a[1].n; ++i) {
+    if (!ListHas(a[0], a[1].l->data[i])) return Val::Bool(false);
+  }
+  return Val::Bool(true);
+}
+Val SetsEquivalent(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || a[1].kind != VK::kList) NO_OVERLOAD("sets.equivalent");
+  Val r = SetsContains(ctx, a, n);
+  if (!r.b) return r;
+  Val swapped[2] = {a[1], a[0]};
+  return SetsContains(ctx, swapped, n);
+}
+Val SetsIntersects(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList || a[1].kind != VK::kList) NO_OVERLOAD("sets.intersects");
+  for (uint32_t i = 0; i < a[1].n; ++i) {
+    if (ListHas(a[0], a[1].l->data[i])) return Val::Bool(true);
+  }
+  return Val::Bool(false);
+}
+uint64_t SetsCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, uint64_t{a[0].n} * a[1].n); }
+
+// ---- DRA includes, macro helpers -------------------------------------------------------------
+
+Val Includes(Ctx& ctx, const Val* a, uint32_t) {
+  if (a[0].kind == VK::kList) {
+    if (a[0].n > 48) return ctx.Error("'includes' function cannot be applied to lists longer than 48 values");
+    return Val::Bool(ListHas(a[0], a[1]));
+  }
+  return Val::Bool(EqualBool(a[0], a[1]));
+}
+uint64_t IncludesCost(const Val* a, uint32_t) { return a[0].kind == VK::kList ? std::max<uint32_t>(1, a[0].n) : 1; }
+
+Val MapInsert(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kMap) NO_OVERLOAD("cel.@mapInsert");
+  std::vector<std::pair<Val, Val>> add;
+  if (n == 3) {
+    add.emplace_back(a[1], a[2]);
+  } else {
+    if (a[1].kind != VK::kMap) NO_OVERLOAD("cel.@mapInsert");
+    for (uint32_t i = 0; i < a[1].n; ++i) add.emplace_back(a[1].m->keys[i], a[1].m->vals[i]);
+  }
+  const Val& m = a[0];
+  for (const auto& [k, v] : add) {
+    if (k.kind != VK::kString && k.kind != VK::kInt && k.kind != VK::kUint && k.kind != VK::kBool) {
+      return ctx.Error("unsupported key type: " + std::string(TypeNameOf(k)));
+    }
+    Val ignored;
+    if (MapFind(ctx, m, k, &ignored)) {
+      return ctx.Error("insert failed: key " + std::string(k.kind == VK::kString ? k.str() : "") +
+                       " already exists");
+    }
+  }
+  const uint32_t size = m.n + static_cast<uint32_t>(add.size());
+  MapRep* rep = m.m;
+  if (rep == nullptr || rep->used != m.n || rep->cap < size) {
+    auto* grown = ctx.arena.New<MapRep>();
+    grown->cap = std::max<uint32_t>(size, m.n * 2);
+    grown->keys = ctx.arena.NewArray<Val>(grown->cap);
+    grown->vals = ctx.arena.NewArray<Val>(grown->cap);
+    for (uint32_t i = 0; i < m.n; ++i) {
+      grown->keys[i] = m.m->keys[i];
+      grown->vals[i] = m.m->vals[i];
+    }
+    grown->used = m.n;
+    rep = grown;
+  }
+  for (const auto& [k, v] : add) {
+    rep->keys[rep->used] = k;
+    rep->vals[rep->used] = v;
+    ++rep->used;
+  }
+  Val r;
+  r.kind = VK::kMap;
+  r.m = rep;
+  r.n = size;
+  return r;
+}
+
+#undef NO_OVERLOAD
+
+constexpr uint32_t kStd = 0;
+
+std::vector<FunctionDef> StandardFunctions() {
+  return {
+      {"_+_", Add, true, false, kStd, nullptr, K::kDyn},
+      {"_-_", Sub, true, false, kStd, nullptr, K::kDyn},
+      {"_*_", Mul, true, false, kStd, nullptr, K::kDyn},
+      {"_/_", Div, true, false, kStd, nullptr, K::kDyn},
+      {"_%_", Mod, true, false, kStd, nullptr, K::kDyn},
+      {"-_", Neg, true, false, kStd, nullptr, K::kDyn},
+      {"!_", Not, true, false, kStd, nullptr, K::kBool},
+      {"_==_", Eq, true, false, kStd, EqCost, K::kBool},
+      {"_!=_", Ne, true, false, kStd, EqCost, K::kBool},
+      {"_<_", Relation<0>, true, false, kStd, RelCost, K::kBool},
+      {"_<=_", Relation<1>, true, false, kStd, RelCost, K::kBool},
+      {"_>_", Relation<2>, true, false, kStd, RelCost, K::kBool},
+      {"_>=_", Relation<3>, true, false, kStd, RelCost, K::kBool},
+      {"@in", In, true, false, kStd, InCost, K::kBool},
+      {"size", Size, true, true, kStd, nullptr, K::kInt},
+      {"contains", Contains, false, true, kStd, ContainsCost, K::kBool},
+      {"startsWith", StartsWith, false, true, kStd, Arg1TraverseCost, K::kBool},
+      {"endsWith", EndsWith, false, true, kStd, Arg1TraverseCost, K::kBool},
+      {"matches", Matches, true, true, kStd, MatchesCost, K::kBool},
+      {"int", ToInt, true, false, kStd, nullptr, K::kInt},
+      {"uint", ToUint, true, false, kStd, nullptr, K::kUint},
+      {"double", ToDouble, true, false, kStd, nullptr, K::kDouble},
+      {"string", ToString, true, false, kStd, Arg0TraverseCost, K::kString},
+      {"bytes", ToBytes, true, false, kStd, Arg0TraverseCost, K::kBytes},
+      {"bool", ToBool, true, false, kStd, nullptr, K::kBool},
+      {"dyn", Dyn, true, false, kStd, nullptr, K::kDyn},
+      {"type", TypeOf, true, false, kStd, nullptr, K::kType},
+      // Optionals.
+      {"optional.of", OptionalOf, true, false, kOptionalsLibrary, nullptr, K::kDyn},
+      {"optional.none", OptionalNone, true, false, kOptionalsLibrary, nullptr, K::kDyn},
+      {"optional.ofNonZeroValue", OptionalOfNonZero, true, false, kOptionalsLibrary, nullptr, K::kDyn},
+      {"hasValue", HasValue, false, true, kOptionalsLibrary, nullptr, K::kBool},
+      {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn},
+      {"or", OptOr, false, true, kOptionalsLibrary, nullptr, K::kDyn},
+      {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn},
+      // Strings v2.
+      {"charAt", CharAt, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost, K::kInt},
+      {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost,
+       K::kInt},
+      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"upperAscii", UpperAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"replace", Replace, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"split", Split, false, true, kStringsLibrary, SplitCost, K::kList},
+      {"substring", Substring, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"trim", Trim, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"join", Join, false, true, kStringsLibrary, ListSizeCost, K::kString},
+      {"format", Format, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
+      {"strings.quote", Quote, true, false, kStringsLibrary, Arg0TraverseCost, K::kString},
+      // Lists v3.
+      {"slice", Slice, false, true, kListsLibrary, ListSizeCost, K::kDyn},
+      {"flatten", Flatten, false, true, kListsLibrary, ListSizeCost, K::kList},
+      {"distinct", Distinct, false, true, kListsLibrary, ListSizeCost, K::kDyn},
+      {"lists.range", Range, true, false, kListsLibrary, nullptr, K::kList},
+      {"reverse", Reverse, false, true, kListsLibrary, ListSizeCost, K::kDyn},
+      {"sort", Sort, false, true, kListsLibrary, ListSizeCost, K::kDyn},
+      {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, ListSizeCost, K::kDyn},
+      // Sets.
+      {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool},
+      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsCost, K::kBool},
+      {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool},
+      // Kubernetes lists.
+      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, ListSizeCost, K::kBool},
+      {"sum", Sum, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn},
+      {"min", Min, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn},
+      {"max", Max, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn},
+      // Kubernetes regex.
+      {"find", Find, false, true, kRegexLibrary, MatchesCost, K::kString},
+      {"findAll", FindAll, false, true, kRegexLibrary, MatchesCost, K::kList},
+      // DRA includes.
+      {"includes", Includes, false, true, kIncludesLibrary, IncludesCost, K::kBool},
+      // Macro helpers.
+      {"cel.@mapInsert", MapInsert, true, false, kStd, nullptr, K::kDyn},
+  };
+}
+
+struct Registry {
+  // name -> (global def, member def)
+  std::unordered_map<std::string_view, std::pair<const FunctionDef*, const FunctionDef*>> by_name;
+  std::vector<FunctionDef> defs;
+  Registry() {
+    defs = StandardFunctions();
+    for (FunctionDef& d : KubernetesObjectFunctions()) defs.push_back(d);
+    for (const FunctionDef& d : defs) {
+      auto& slot = by_name[d.name];
+      if (d.global) slot.first = &d;
+      if (d.member) slot.second = &d;
+    }
+  }
+};
+
+const Registry& GetRegistry() {
+  static const Registry* r = new Registry();
+  return *r;
+}
+
+}  // namespace
+
+const FunctionDef* FindFunction(std::string_view name, bool member, uint32_t libraries) {
+  const Registry& r = GetRegistry();
+  auto it = r.by_name.find(name);
+  if (it == r.by_name.end()) return nullptr;
+  const FunctionDef* d = member ? it->second.second : it->second.first;
+  if (d == nullptr) return nullptr;
+  if (d->library != 0 && (d->library & libraries) == 0) return nullptr;
+  return d;
+}
+
+bool IsFunctionName(std::string_view name, uint32_t libraries) {
+  return FindFunction(name, false, libraries) != nullptr || FindFunction(name, true, libraries) != nullptr;
+}
+
+}  // namespace devlet::cel::internal

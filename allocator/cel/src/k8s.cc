@@ -1,0 +1,250 @@
+// CEL bindings for the Kubernetes Quantity and Semver libraries (research §3.4). The value
+// classes themselves (quantity.h, semver.h) are owned separately; until they are present this file
+// compiles to stubs whose functions report "library unavailable".
+#include <string>
+#include <vector>
+
+#include "devlet/common/status.h"
+#include "eval.h"
+
+#if __has_include("devlet/cel/quantity.h")
+#include "devlet/cel/quantity.h"
+#define DEVLET_CEL_HAVE_QUANTITY 1
+#else
+#define DEVLET_CEL_HAVE_QUANTITY 0
+#endif
+#if __has_include("devlet/cel/semver.h")
+#include "devlet/cel/semver.h"
+#define DEVLET_CEL_HAVE_SEMVER 1
+#else
+#define DEVLET_CEL_HAVE_SEMVER 0
+#endif
+
+namespace devlet::cel::internal {
+
+bool HaveQuantity() { return DEVLET_CEL_HAVE_QUANTITY; }
+bool HaveSemver() { return DEVLET_CEL_HAVE_SEMVER; }
+
+namespace {
+using K = Type::Kind;
+#define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
+
+uint64_t ParseCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostOf(0.1, a[0].n)); }
+
+Val Compare3(Ctx& ctx, const Val* a, uint32_t n, const char* name, int* out) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  if (a[0].kind == VK::kQuantity && a[1].kind == VK::kQuantity) {
+    *out = a[0].q->Compare(*a[1].q);
+    return Val::Bool(true);
+  }
+#endif
+#if DEVLET_CEL_HAVE_SEMVER
+  if (a[0].kind == VK::kSemver && a[1].kind == VK::kSemver) {
+    *out = a[0].v->Compare(*a[1].v);
+    return Val::Bool(true);
+  }
+#endif
+  (void)out;
+  NO_OVERLOAD(name);
+}
+
+Val IsGreaterThan(Ctx& ctx, const Val* a, uint32_t n) {
+  int c = 0;
+  Val r = Compare3(ctx, a, n, "isGreaterThan", &c);
+  return r.is_error() ? r : Val::Bool(c > 0);
+}
+Val IsLessThan(Ctx& ctx, const Val* a, uint32_t n) {
+  int c = 0;
+  Val r = Compare3(ctx, a, n, "isLessThan", &c);
+  return r.is_error() ? r : Val::Bool(c < 0);
+}
+Val CompareTo(Ctx& ctx, const Val* a, uint32_t n) {
+  int c = 0;
+  Val r = Compare3(ctx, a, n, "compareTo", &c);
+  return r.is_error() ? r : Val::Int(c < 0 ? -1 : c > 0 ? 1 : 0);
+}
+
+// ---- Quantity ------------------------------------------------------------------------------
+
+Val QuantityFn(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("quantity");
+  return ParseQuantityVal(ctx, a[0].str());
+}
+Val IsQuantity(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("isQuantity");
+  Val v = ParseQuantityVal(ctx, a[0].str());
+  return Val::Bool(!v.is_error());
+}
+
+#if DEVLET_CEL_HAVE_QUANTITY
+Val QVal(Ctx& ctx, Quantity q) {
+  Val r;
+  r.kind = VK::kQuantity;
+  r.q = ctx.arena.New<Quantity>(std::move(q));
+  return r;
+}
+#endif
+
+Val Sign(Ctx& ctx, const Val* a, uint32_t n) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  if (a[0].kind == VK::kQuantity) return Val::Int(a[0].q->Sign());
+#endif
+  NO_OVERLOAD("sign");
+}
+Val AsInteger(Ctx& ctx, const Val* a, uint32_t n) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  if (a[0].kind == VK::kQuantity) {
+    std::optional<int64_t> v = a[0].q->AsInt64();
+    if (!v) return ctx.Error("cannot convert value to integer");
+    return Val::Int(*v);
+  }
+#endif
+  NO_OVERLOAD("asInteger");
+}
+Val IsInteger(Ctx& ctx, const Val* a, uint32_t n) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  if (a[0].kind == VK::kQuantity) return Val::Bool(a[0].q->AsInt64().has_value());
+#endif
+  NO_OVERLOAD("isInteger");
+}
+Val AsApproximateFloat(Ctx& ctx, const Val* a, uint32_t n) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  if (a[0].kind == VK::kQuantity) return Val::Double(a[0].q->AsApproximateFloat());
+#endif
+  NO_OVERLOAD("asApproximateFloat");
+}
+Val AddSub(Ctx& ctx, const Val* a, uint32_t n, bool add) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  if (a[0].kind == VK::kQuantity && (a[1].kind == VK::kQuantity || a[1].kind == VK::kInt)) {
+    const Quantity other = a[1].kind == VK::kQuantity ? *a[1].q : Quantity::FromInt64(a[1].i);
+    absl::StatusOr<Quantity> r = add ? a[0].q->Add(other) : a[0].q->Sub(other);
+    if (!r.ok()) return ctx.Error(devlet::Message(r.status()));
+    return QVal(ctx, std::move(*r));
+  }
+#endif
+  NO_OVERLOAD(add ? "add" : "sub");
+}
+Val QAdd(Ctx& ctx, const Val* a, uint32_t n) { return AddSub(ctx, a, n, true); }
+Val QSub(Ctx& ctx, const Val* a, uint32_t n) { return AddSub(ctx, a, n, false); }
+
+// ---- Semver --------------------------------------------------------------------------------
+
+Val SemverFn(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || (n == 2 && a[1].kind != VK::kBool)) NO_OVERLOAD("semver");
+  return ParseSemverVal(ctx, a[0].str(), n == 2 && a[1].b);
+}
+Val IsSemver(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || (n == 2 && a[1].kind != VK::kBool)) NO_OVERLOAD("isSemver");
+  return Val::Bool(!ParseSemverVal(ctx, a[0].str(), n == 2 && a[1].b).is_error());
+}
+template <int kPart>
+Val SemverPart(Ctx& ctx, const Val* a, uint32_t n) {
+  static constexpr const char* kNames[] = {"major", "minor", "patch"};
+#if DEVLET_CEL_HAVE_SEMVER
+  if (a[0].kind == VK::kSemver) {
+    const uint64_t v = kPart == 0 ? a[0].v->Major() : kPart == 1 ? a[0].v->Minor() : a[0].v->Patch();
+    return Val::Int(static_cast<int64_t>(v));
+  }
+#endif
+  NO_OVERLOAD(kNames[kPart]);
+}
+
+#undef NO_OVERLOAD
+}  // namespace
+
+Val ParseQuantityVal(Ctx& ctx, std::string_view text) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  absl::StatusOr<Quantity> q = Quantity::Parse(text);
+  if (!q.ok()) return ctx.Error(devlet::Message(q.status()));
+  return QVal(ctx, std::move(*q));
+#else
+  (void)text;
+  return ctx.Error("quantity library unavailable");
+#endif
+}
+
+Val ParseSemverVal(Ctx& ctx, std::string_view text, bool normalize) {
+#if DEVLET_CEL_HAVE_SEMVER
+  absl::StatusOr<Semver> v = Semver::Parse(text, normalize);
+  if (!v.ok()) return ctx.Error(devlet::Message(v.status()));
+  Val r;
+  r.kind = VK::kSemver;
+  r.v = ctx.arena.New<Semver>(std::move(*v));
+  return r;
+#else
+  (void)text;
+  (void)normalize;
+  return ctx.Error("semver library unavailable");
+#endif
+}
+
+bool QuantityEqual(const Quantity& a, const Quantity& b) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  return a.Equal(b);
+#else
+  return &a == &b;
+#endif
+}
+bool SemverEqual(const Semver& a, const Semver& b) {
+#if DEVLET_CEL_HAVE_SEMVER
+  return a.Compare(b) == 0;
+#else
+  return &a == &b;
+#endif
+}
+std::string QuantityString(const Quantity& q) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  return q.ToString();
+#else
+  (void)q;
+  return "?";
+#endif
+}
+std::string SemverString(const Semver& v) {
+#if DEVLET_CEL_HAVE_SEMVER
+  return v.ToString();
+#else
+  (void)v;
+  return "?";
+#endif
+}
+std::shared_ptr<const Quantity> CopyQuantity(const Quantity& q) {
+#if DEVLET_CEL_HAVE_QUANTITY
+  return std::make_shared<const Quantity>(q);
+#else
+  (void)q;
+  return nullptr;
+#endif
+}
+std::shared_ptr<const Semver> CopySemver(const Semver& v) {
+#if DEVLET_CEL_HAVE_SEMVER
+  return std::make_shared<const Semver>(v);
+#else
+  (void)v;
+  return nullptr;
+#endif
+}
+
+std::vector<FunctionDef> KubernetesObjectFunctions() {
+  constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary;
+  return {
+      {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity},
+      {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool},
+      {"sign", Sign, true, true, kQ, nullptr, K::kInt},
+      {"isGreaterThan", IsGreaterThan, false, true, kQ | kS, nullptr, K::kBool},
+      {"isLessThan", IsLessThan, false, true, kQ | kS, nullptr, K::kBool},
+      {"compareTo", CompareTo, false, true, kQ | kS, nullptr, K::kInt},
+      {"asInteger", AsInteger, false, true, kQ, nullptr, K::kInt},
+      {"isInteger", IsInteger, false, true, kQ, nullptr, K::kBool},
+      {"asApproximateFloat", AsApproximateFloat, false, true, kQ, nullptr, K::kDouble},
+      {"add", QAdd, false, true, kQ, nullptr, K::kQuantity},
+      {"sub", QSub, false, true, kQ, nullptr, K::kQuantity},
+      {"semver", SemverFn, true, false, kS, ParseCost, K::kSemver},
+      {"isSemver", IsSemver, true, false, kS, ParseCost, K::kBool},
+      {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt},
+      {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt},
+      {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt},
+  };
+}
+
+}  // namespace devlet::cel::internal

@@ -1,0 +1,1614 @@
+// Planning (resolution, light type checking, cost estimation, constant folding, DRA fast paths)
+// and the plan nodes of the tree-walking evaluator.
+#include "program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ast.h"
+#include "devlet/cel/dra.h"
+#include "devlet/common/status.h"
+
+namespace devlet::cel::internal {
+namespace {
+
+// ---- Saturating estimate arithmetic --------------------------------------------------------
+
+constexpr uint64_t kMaxU = std::numeric_limits<uint64_t>::max();
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a > kMaxU - b ? kMaxU : a + b; }
+uint64_t SatMul(uint64_t a, uint64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kMaxU / b ? kMaxU : a * b;
+}
+uint64_t CeilMul(double f, uint64_t size) {
+  if (size == kMaxU) return kMaxU;
+  return CostOf(f, size);
+}
+
+// DRA size limits used by the estimator (research §3.5).
+constexpr uint64_t kDomainLen = 63, kIdLen = 32, kDriverLen = 63, kAttrLen = 64, kMapEntries = 32;
+constexpr uint64_t kListAttrLen = 64;
+
+// ---- Nodes ---------------------------------------------------------------------------------
+
+class ConstNode final : public Node {
+ public:
+  ConstNode(int32_t offset, Val v, uint64_t cost) : Node(offset), v_(v), cost_(cost) {}
+  Val Eval(Ctx& ctx) const override {
+    if (cost_) ctx.AddCost(cost_);
+    return v_;
+  }
+  const Val* constant() const override { return &v_; }
+  uint64_t cost() const { return cost_; }
+
+ private:
+  Val v_;
+  uint64_t cost_;
+};
+
+class ErrorNode final : public Node {
+ public:
+  ErrorNode(int32_t offset, std::string message) : Node(offset), message_(std::move(message)) {}
+  Val Eval(Ctx& /*ctx*/) const override { return Val::Str(message_, VK::kError); }
+
+ private:
+  std::string message_;
+};
+
+class VarNode final : public Node {
+ public:
+  VarNode(int32_t offset, uint32_t index, std::string name)
+      : Node(offset), index_(index), name_(std::move(name)) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(1);
+    return Load(ctx);
+  }
+  // Load without cost; `found` reports whether the activation binds it.
+  Val Load(Ctx& ctx, bool* found = nullptr) const {
+    if (!ctx.var_loaded[index_]) {
+      const Value* v = ctx.activation ? ctx.activation->Find(name_) : nullptr;
+      ctx.var_loaded[index_] = v ? 1 : 2;
+      ctx.vars[index_] = v ? FromValue(*v, ctx.arena) : Val();
+    }
+    if (found) *found = ctx.var_loaded[index_] == 1;
+    if (ctx.var_loaded[index_] == 2) return ctx.Error("no such attribute: " + name_);
+    return ctx.vars[index_];
+  }
+
+ private:
+  uint32_t index_;
+  std::string name_;
+};
+
+class DeviceVarNode final : public Node {
+ public:
+  explicit DeviceVarNode(int32_t offset) : Node(offset) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(1);
+    if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
+    Val r;
+    r.kind = VK::kDevice;
+    r.dev = ctx.device;
+    return r;
+  }
+};
+
+// a.b.c where the activation may bind "a.b.c", "a.b" or "a" (unchecked qualified names).
+class QualifiedVarNode final : public Node {
+ public:
+  QualifiedVarNode(int32_t offset, std::vector<std::unique_ptr<VarNode>> candidates,
+                   std::vector<std::string> fields)
+      : Node(offset), candidates_(std::move(candidates)), fields_(std::move(fields)) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(1);
+    // candidates_[i] binds the name with fields_.size() - i trailing fields consumed.
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      bool found = false;
+      Val v = candidates_[i]->Load(ctx, &found);
+      if (!found) continue;
+      const size_t remaining = i;
+      for (size_t f = fields_.size() - remaining; f < fields_.size(); ++f) {
+        ctx.AddCost(1);
+        v = Select(ctx, v, fields_[f]);
+      }
+      return v;
+    }
+    return candidates_.back()->Load(ctx);
+  }
+
+ private:
+  std::vector<std::unique_ptr<VarNode>> candidates_;  // longest name first
+  std::vector<std::string> fields_;
+};
+
+class SlotNode final : public Node {
+ public:
+  SlotNode(int32_t offset, uint32_t slot) : Node(offset), slot_(slot) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(1);
+    return ctx.slots[slot_];
+  }
+
+ private:
+  uint32_t slot_;
+};
+
+class SelectNode final : public Node {
+ public:
+  SelectNode(int32_t offset, NodePtr operand, std::string field)
+      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {}
+  Val Eval(Ctx& ctx) const override {
+    Val v = operand_->Eval(ctx);
+    ctx.AddCost(1);
+    return Select(ctx, v, field_);
+  }
+
+ private:
+  NodePtr operand_;
+  std::string field_;
+};
+
+class HasNode final : public Node {
+ public:
+  HasNode(int32_t offset, NodePtr operand, std::string field)
+      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {}
+  Val Eval(Ctx& ctx) const override { return Has(ctx, operand_->Eval(ctx), field_); }
+
+ private:
+  NodePtr operand_;
+  std::string field_;
+};
+
+// DRA: device.driver.
+class DriverNode final : public Node {
+ public:
+  explicit DriverNode(int32_t offset) : Node(offset) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(2);
+    if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
+    return Val::Str(ctx.device->driver());
+  }
+};
+
+// DRA: device.attributes["domain"] / device.capacity["domain"] with a constant domain.
+class DomainNode final : public Node {
+ public:
+  DomainNode(int32_t offset, std::string domain, bool capacity)
+      : Node(offset), domain_(std::move(domain)), capacity_(capacity) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(3);
+    if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
+    Val r;
+    r.kind = VK::kDomainMap;
+    r.dom = ctx.arena.New<DomainRef>(DomainRef{ctx.device, domain_, capacity_});
+    return r;
+  }
+  const std::string& domain() const { return domain_; }
+  bool capacity() const { return capacity_; }
+
+ private:
+  std::string domain_;
+  bool capacity_;
+};
+
+// DRA: device.attributes["domain"].id (or ["id"]), constant domain and id: one view lookup.
+class AttrNode final : public Node {
+ public:
+  AttrNode(int32_t offset, std::string domain, std::string id, bool capacity)
+      : Node(offset), domain_(std::move(domain)), id_(std::move(id)), capacity_(capacity) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(4);
+    if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
+    bool found = false;
+    Val v = DomainLookup(ctx, ctx.device, capacity_, domain_, id_, &found);
+    if (!found) return ctx.Error("no such key: " + id_);
+    return v;
+  }
+
+ private:
+  std::string domain_, id_;
+  bool capacity_;
+};
+
+class IndexNode final : public Node {
+ public:
+  IndexNode(int32_t offset, NodePtr operand, NodePtr key, bool optional)
+      : Node(offset), operand_(std::move(operand)), key_(std::move(key)), optional_(optional) {}
+  Val Eval(Ctx& ctx) const override {
+    Val o = operand_->Eval(ctx);
+    Val k = key_->Eval(ctx);
+    ctx.AddCost(1);
+    return optional_ ? OptIndex(ctx, o, k) : Index(ctx, o, k);
+  }
+
+ private:
+  NodePtr operand_, key_;
+  bool optional_;
+};
+
+class OptSelectNode final : public Node {
+ public:
+  OptSelectNode(int32_t offset, NodePtr operand, std::string field)
+      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {}
+  Val Eval(Ctx& ctx) const override {
+    Val v = operand_->Eval(ctx);
+    ctx.AddCost(1);
+    return OptSelect(ctx, v, field_);
+  }
+
+ private:
+  NodePtr operand_;
+  std::string field_;
+};
+
+class AndNode final : public Node {
+ public:
+  AndNode(int32_t offset, NodePtr l, NodePtr r, bool is_and)
+      : Node(offset), l_(std::move(l)), r_(std::move(r)), and_(is_and) {}
+  Val Eval(Ctx& ctx) const override {
+    // && : false absorbs errors; || : true absorbs errors (commutatively).
+    Val a = l_->Eval(ctx);
+    if (a.kind == VK::kBool && a.b != and_) return a;
+    Val b = r_->Eval(ctx);
+    if (b.kind == VK::kBool && b.b != and_) return b;
+    if (a.kind == VK::kBool && b.kind == VK::kBool) return a;
+    if (a.is_error()) return a;
+    if (b.is_error()) return b;
+    Val args[2] = {a, b};
+    return ctx.NoOverload(and_ ? "_&&_" : "_||_", args, 2);
+  }
+
+ private:
+  NodePtr l_, r_;
+  bool and_;
+};
+
+class NotStrictlyFalseNode final : public Node {
+ public:
+  NotStrictlyFalseNode(int32_t offset, NodePtr e) : Node(offset), e_(std::move(e)) {}
+  Val Eval(Ctx& ctx) const override {
+    Val v = e_->Eval(ctx);
+    ctx.AddCost(1);
+    return Val::Bool(!(v.kind == VK::kBool && !v.b));
+  }
+
+ private:
+  NodePtr e_;
+};
+
+class CondNode final : public Node {
+ public:
+  CondNode(int32_t offset, NodePtr c, NodePtr t, NodePtr f)
+      : Node(offset), c_(std::move(c)), t_(std::move(t)), f_(std::move(f)) {}
+  Val Eval(Ctx& ctx) const override {
+    Val c = c_->Eval(ctx);
+    if (c.kind == VK::kBool) return c.b ? t_->Eval(ctx) : f_->Eval(ctx);
+    if (c.is_error()) return c;
+    return ctx.NoOverload("_?_:_", &c, 1);
+  }
+
+ private:
+  NodePtr c_, t_, f_;
+};
+
+class CallNode final : public Node {
+ public:
+  CallNode(int32_t offset, const FunctionDef* def, std::vector<NodePtr> args)
+      : Node(offset), def_(def), args_(std::move(args)) {}
+  Val Eval(Ctx& ctx) const override {
+    Val buf[4];
+    std::vector<Val> heap;
+    Val* vals = buf;
+    const auto n = static_cast<uint32_t>(args_.size());
+    if (n > 4) {
+      heap.resize(n);
+      vals = heap.data();
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      vals[i] = args_[i]->Eval(ctx);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      if (vals[i].is_error()) return vals[i];
+    }
+    ctx.AddCost(def_->cost ? def_->cost(vals, n) : 1);
+    return def_->fn(ctx, vals, n);
+  }
+  const FunctionDef* def() const { return def_; }
+  const std::vector<NodePtr>& args() const { return args_; }
+
+ private:
+  const FunctionDef* def_;
+  std::vector<NodePtr> args_;
+};
+
+// A call to a function that is not declared (only without type checking): runtime error.
+class UnknownCallNode final : public Node {
+ public:
+  UnknownCallNode(int32_t offset, std::string name, std::vector<NodePtr> args)
+      : Node(offset), name_(std::move(name)), args_(std::move(args)) {}
+  Val Eval(Ctx& ctx) const override {
+    for (const NodePtr& a : args_) {
+      Val v = a->Eval(ctx);
+      if (v.is_error()) return v;
+    }
+    ctx.AddCost(1);
+    return ctx.Error("no such overload: " + name_);
+  }
+
+ private:
+  std::string name_;
+  std::vector<NodePtr> args_;
+};
+
+// opt.or(other) / opt.orValue(value), evaluated lazily.
+class OptOrNode final : public Node {
+ public:
+  OptOrNode(int32_t offset, NodePtr target, NodePtr alt, bool or_value)
+      : Node(offset), target_(std::move(target)), alt_(std::move(alt)), or_value_(or_value) {}
+  Val Eval(Ctx& ctx) const override {
+    Val t = target_->Eval(ctx);
+    if (t.is_error()) return t;
+    ctx.AddCost(1);
+    if (t.kind != VK::kOptional) {
+      return ctx.NoOverload(or_value_ ? "orValue" : "or", &t, 1);
+    }
+    if (t.opt != nullptr) return or_value_ ? *t.opt : t;
+    Val a = alt_->Eval(ctx);
+    if (!or_value_ && !a.is_error() && a.kind != VK::kOptional) {
+      Val args[2] = {t, a};
+      return ctx.NoOverload("or", args, 2);
+    }
+    return a;
+  }
+
+ private:
+  NodePtr target_, alt_;
+  bool or_value_;
+};
+
+class RegexNode final : public Node {
+ public:
+  enum class Op : unsigned char { kMatches, kFind, kFindAll };
+  RegexNode(int32_t offset, Op op, NodePtr text, std::shared_ptr<const Regex> re, size_t pattern_len,
+            NodePtr limit)
+      : Node(offset), op_(op), text_(std::move(text)), re_(std::move(re)),
+        pattern_len_(pattern_len), limit_(std::move(limit)) {}
+  Val Eval(Ctx& ctx) const override {
+    Val t = text_->Eval(ctx);
+    Val lim = limit_ ? limit_->Eval(ctx) : Val::Int(-1);
+    if (t.is_error()) return t;
+    if (lim.is_error()) return lim;
+    if (t.kind != VK::kString || lim.kind != VK::kInt) {
+      return ctx.NoOverload(op_ == Op::kMatches ? "matches" : op_ == Op::kFind ? "find" : "findAll", &t, 1);
+    }
+    const uint64_t str_cost = CostOf(0.1, uint64_t{t.n} + 1);
+    const uint64_t re_cost = CostOf(0.25, pattern_len_);
+    ctx.AddCost(std::max<uint64_t>(1, str_cost * re_cost));
+    switch (op_) {
+      case Op::kMatches: return Val::Bool(RegexMatch(*re_, t.str()));
+      case Op::kFind: return RegexFind(ctx, *re_, t.str());
+      case Op::kFindAll: return RegexFindAll(ctx, *re_, t.str(), lim.i);
+    }
+    return Val();
+  }
+
+ private:
+  Op op_;
+  NodePtr text_;
+  std::shared_ptr<const Regex> re_;
+  size_t pattern_len_;
+  NodePtr limit_;
+};
+
+class ListNode final : public Node {
+ public:
+  ListNode(int32_t offset, std::vector<NodePtr> elems, std::vector<bool> optional)
+      : Node(offset), elems_(std::move(elems)), optional_(std::move(optional)) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(10);
+    const auto n = static_cast<uint32_t>(elems_.size());
+    Val list = ctx.ListWithCapacity(n);
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      Val v = elems_[i]->Eval(ctx);
+      if (v.is_error()) return v;
+      if (optional_[i]) {
+        if (v.kind != VK::kOptional) return ctx.NoOverload("optional list element", &v, 1);
+        if (v.opt == nullptr) continue;
+        v = *v.opt;
+      }
+      list.l->data[used++] = v;
+    }
+    list.l->used = used;
+    list.n = used;
+    return list;
+  }
+
+ private:
+  std::vector<NodePtr> elems_;
+  std::vector<bool> optional_;
+};
+
+class MapNode final : public Node {
+ public:
+  MapNode(int32_t offset, std::vector<NodePtr> kv, std::vector<bool> optional)
+      : Node(offset), kv_(std::move(kv)), optional_(std::move(optional)) {}
+  Val Eval(Ctx& ctx) const override {
+    ctx.AddCost(30);
+    const auto n = static_cast<uint32_t>(optional_.size());
+    auto* rep = ctx.arena.New<MapRep>();
+    rep->keys = ctx.arena.NewArray<Val>(n);
+    rep->vals = ctx.arena.NewArray<Val>(n);
+    rep->cap = n;
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      Val k = kv_[2 * i]->Eval(ctx);
+      Val v = kv_[2 * i + 1]->Eval(ctx);
+      if (k.is_error()) return k;
+      if (v.is_error()) return v;
+      if (k.kind != VK::kString && k.kind != VK::kInt && k.kind != VK::kUint && k.kind != VK::kBool) {
+        return ctx.Error("unsupported key type: " + std::string(TypeNameOf(k)));
+      }
+      if (optional_[i]) {
+        if (v.kind != VK::kOptional) return ctx.NoOverload("optional map entry", &v, 1);
+        if (v.opt == nullptr) continue;
+        v = *v.opt;
+      }
+      for (uint32_t j = 0; j < used; ++j) {
+        if (EqualBool(rep->keys[j], k)) return ctx.Error("Failed with repeated key");
+      }
+      rep->keys[used] = k;
+      rep->vals[used] = v;
+      ++used;
+    }
+    rep->used = used;
+    Val r;
+    r.kind = VK::kMap;
+    r.m = rep;
+    r.n = used;
+    return r;
+  }
+
+ private:
+  std::vector<NodePtr> kv_;
+  std::vector<bool> optional_;
+};
+
+std::string GoTypeName(const Val& v) {
+  switch (v.kind) {
+    case VK::kInt: return "types.Int";
+    case VK::kUint: return "types.Uint";
+    case VK::kDouble: return "types.Double";
+    case VK::kString: return "types.String";
+    case VK::kBytes: return "types.Bytes";
+    case VK::kBool: return "types.Bool";
+    case VK::kNull: return "types.Null";
+    case VK::kOptional: return "*types.Optional";
+    case VK::kType: return "*types.Type";
+    case VK::kQuantity: return "library.Quantity";
+    case VK::kSemver: return "library.Semver";
+    default: return std::string(TypeNameOf(v));
+  }
+}
+
+class ComprehensionNode final : public Node {
+ public:
+  ComprehensionNode(int32_t offset, NodePtr range, NodePtr init, NodePtr cond, NodePtr step,
+                    NodePtr result, uint32_t iter_slot, int32_t iter2_slot, uint32_t accu_slot)
+      : Node(offset), range_(std::move(range)), init_(std::move(init)), cond_(std::move(cond)),
+        step_(std::move(step)), result_(std::move(result)), iter_slot_(iter_slot),
+        iter2_slot_(iter2_slot), accu_slot_(accu_slot) {}
+
+  Val Eval(Ctx& ctx) const override {
+    Val range = range_->Eval(ctx);
+    if (range.is_error()) return range;
+    Val keys;
+    const bool is_list = range.kind == VK::kList;
+    if (is_list) {
+      keys = range;
+    } else if (range.kind == VK::kMap || range.kind == VK::kDeviceMap || range.kind == VK::kDomainMap) {
+      keys = MapKeys(ctx, range);
+    } else {
+      return ctx.Error("got '" + GoTypeName(range) + "', expected iterable type");
+    }
+    Val accu = init_->Eval(ctx);
+    const uint32_t n = keys.n;
+    for (uint32_t i = 0; i < n; ++i) {
+      ctx.Tick();
+      if (ctx.aborted()) return ctx.Error("aborted");
+      ctx.slots[accu_slot_] = accu;
+      const Val item = keys.l->data[i];
+      if (iter2_slot_ < 0) {
+        ctx.slots[iter_slot_] = item;
+      } else if (is_list) {
+        ctx.slots[iter_slot_] = Val::Int(i);
+        ctx.slots[iter2_slot_] = item;
+      } else {
+        ctx.slots[iter_slot_] = item;
+        Val v;
+        if (!MapFind(ctx, range, item, &v)) v = ctx.Error("no such key");
+        ctx.slots[iter2_slot_] = v;
+      }
+      Val c = cond_->Eval(ctx);
+      if (c.kind != VK::kBool || !c.b) break;
+      accu = step_->Eval(ctx);
+    }
+    if (ctx.aborted()) return ctx.Error("aborted");
+    ctx.slots[accu_slot_] = accu;
+    return result_->Eval(ctx);
+  }
+
+ private:
+  NodePtr range_, init_, cond_, step_, result_;
+  uint32_t iter_slot_;
+  int32_t iter2_slot_;
+  uint32_t accu_slot_;
+};
+
+// ---- Planner -------------------------------------------------------------------------------
+
+// What the planner knows about a subexpression.
+struct Planned {
+  NodePtr node;
+  Type type;
+  uint64_t cost_min = 0, cost_max = 0;
+  uint64_t size_min = 0, size_max = 1;  // string length / list or map entries; 1 for scalars
+  uint64_t elem_size = kMaxU;           // max size of list elements / map values
+  uint64_t key_size = kMaxU;            // max size of map keys
+  enum class Dra : unsigned char { kNone, kDevice, kAttributes, kCapacity, kDomain } dra = Dra::kNone;
+  bool dra_capacity = false;  // with kDomain
+};
+
+struct ScopeVar {
+  std::string name;
+  uint32_t slot;
+  Type type;
+  uint64_t size;
+  uint64_t elem_size;
+  uint64_t key_size;
+};
+
+bool IsTypeName(std::string_view n) {
+  static constexpr std::string_view kNames[] = {"int", "uint", "double", "bool", "string", "bytes",
+                                                "list", "map", "null_type", "type", "dyn",
+                                                "optional_type"};
+  return std::find(std::begin(kNames), std::end(kNames), n) != std::end(kNames);
+}
+
+Type ConstType(const Constant& c) {
+  switch (c.kind) {
+    case Constant::Kind::kNull: return Type::Null();
+    case Constant::Kind::kBool: return Type::Bool();
+    case Constant::Kind::kInt: return Type::Int();
+    case Constant::Kind::kUint: return Type::Uint();
+    case Constant::Kind::kDouble: return Type::Double();
+    case Constant::Kind::kString: return Type::String();
+    case Constant::Kind::kBytes: return Type::Bytes();
+  }
+  return Type::Dyn();
+}
+
+bool IsConcreteScalar(const Type& t) {
+  switch (t.kind()) {
+    case Type::Kind::kBool:
+    case Type::Kind::kInt:
+    case Type::Kind::kUint:
+    case Type::Kind::kDouble:
+    case Type::Kind::kString:
+    case Type::Kind::kBytes:
+    case Type::Kind::kNull: return true;
+    default: return false;
+  }
+}
+
+class Planner {
+ public:
+  Planner(std::string_view source, const EnvironmentOptions& options, ProgramImpl& program)
+      : source_(source), options_(options), program_(program) {}
+
+  Planned Plan(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kConst: return PlanConst(e);
+      case Expr::Kind::kIdent: return PlanIdent(e);
+      case Expr::Kind::kSelect: return PlanSelect(e);
+      case Expr::Kind::kCall: return PlanCall(e);
+      case Expr::Kind::kList: return PlanList(e);
+      case Expr::Kind::kMap: return PlanMap(e);
+      case Expr::Kind::kStruct: {
+        Error(e.offset, "undeclared reference to '" + e.name + "' (in container '')");
+        return Dummy(e);
+      }
+      case Expr::Kind::kComprehension: return PlanComprehension(e);
+    }
+    return Dummy(e);
+  }
+
+  const std::string& errors() const { return errors_; }
+  uint32_t max_slots() const { return max_slots_; }
+
+ private:
+  void Error(int32_t offset, std::string_view message) {
+    if (!errors_.empty()) errors_ += "\n";
+    errors_ += FormatError(source_, offset, message);
+  }
+  Planned Dummy(const Expr& e) {
+    Planned p;
+    p.node = std::make_unique<ConstNode>(e.offset, Val(), 0);
+    return p;
+  }
+
+  // Stores a string in the program's constant arena.
+  std::string_view Keep(std::string_view s) { return program_.constants->Str(s); }
+
+  Planned MakeConst(int32_t offset, Val v, uint64_t cost, Type type) {
+    Planned p;
+    p.type = std::move(type);
+    p.cost_min = p.cost_max = cost;
+    p.size_min = p.size_max = CostSize(v);
+    if (v.kind == VK::kList || v.kind == VK::kMap) {
+      uint64_t es = 0;
+      for (uint32_t i = 0; i < v.n; ++i) {
+        es = std::max(es, CostSize(v.kind == VK::kList ? v.l->data[i] : v.m->vals[i]));
+      }
+      p.elem_size = es;
+    }
+    p.node = std::make_unique<ConstNode>(offset, v, cost);
+    return p;
+  }
+
+  Planned PlanConst(const Expr& e) {
+    const Constant& c = e.constant;
+    Val v;
+    switch (c.kind) {
+      case Constant::Kind::kNull: v = Val::Null(); break;
+      case Constant::Kind::kBool: v = Val::Bool(c.b); break;
+      case Constant::Kind::kInt: v = Val::Int(c.i); break;
+      case Constant::Kind::kUint: v = Val::Uint(c.u); break;
+      case Constant::Kind::kDouble: v = Val::Double(c.d); break;
+      case Constant::Kind::kString: v = Val::Str(Keep(c.s)); break;
+      case Constant::Kind::kBytes: v = Val::Str(Keep(c.s), VK::kBytes); break;
+    }
+    return MakeConst(e.offset, v, 0, ConstType(c));
+  }
+
+  const ScopeVar* FindScope(std::string_view name) const {
+    for (size_t i = scope_.size(); i-- > 0;) {
+      if (scope_[i].name == name) return &scope_[i];
+    }
+    return nullptr;
+  }
+  const Type* FindDeclared(std::string_view name) const {
+    for (const auto& [n, t] : options_.variables) {
+      if (n == name) return &t;
+    }
+    return nullptr;
+  }
+  uint32_t VarIndex(const std::string& name) {
+    for (size_t i = 0; i < program_.var_names.size(); ++i) {
+      if (program_.var_names[i] == name) return static_cast<uint32_t>(i);
+    }
+    program_.var_names.push_back(name);
+    return static_cast<uint32_t>(program_.var_names.size() - 1);
+  }
+
+  Planned PlanVariable(int32_t offset, const std::string& name, const Type& type) {
+    Planned p;
+    p.type = type;
+    p.cost_min = p.cost_max = 1;
+    p.size_max = kMaxU;
+    if (type.kind() == Type::Kind::kDraDevice) {
+      p.node = std::make_unique<DeviceVarNode>(offset);
+      p.dra = Planned::Dra::kDevice;
+      p.size_max = 1;
+      return p;
+    }
+    if (IsConcreteScalar(type) && type.kind() != Type::Kind::kString && type.kind() != Type::Kind::kBytes) {
+      p.size_max = 1;
+    }
+    p.node = std::make_unique<VarNode>(offset, VarIndex(name), name);
+    return p;
+  }
+
+  Planned PlanIdent(const Expr& e) {
+    std::string name = e.name;
+    if (!name.empty() && name[0] == '.') name = name.substr(1);
+    if (const ScopeVar* s = FindScope(name); s != nullptr && e.name[0] != '.') {
+      Planned p;
+      p.type = s->type;
+      p.cost_min = p.cost_max = 1;
+      p.size_min = 0;
+      p.size_max = s->size;
+      p.elem_size = s->elem_size;
+      p.key_size = s->key_size;
+      p.node = std::make_unique<SlotNode>(e.offset, s->slot);
+      return p;
+    }
+    if (const Type* t = FindDeclared(name)) return PlanVariable(e.offset, name, *t);
+    if (IsTypeName(name)) {
+      return MakeConst(e.offset, Val::TypeName(Keep(name)), 0, Type::TypeType());
+    }
+    if (options_.type_check) {
+      Error(e.offset, "undeclared reference to '" + name + "' (in container '')");
+      return Dummy(e);
+    }
+    return PlanVariable(e.offset, name, Type::Dyn());
+  }
+
+  // Collects a.b.c into {"a", "b", "c"} if e is a chain of plain selects over an identifier.
+  static bool QualifiedParts(const Expr& e, std::vector<std::string>* parts) {
+    if (e.kind == Expr::Kind::kIdent) {
+      parts->push_back(e.name);
+      return true;
+    }
+    if (e.kind != Expr::Kind::kSelect || e.test_only || !QualifiedParts(*e.operand, parts)) return false;
+    parts->push_back(e.name);
+    return true;
+  }
+
+  // Resolves a qualified name against declared variables: returns the planned variable and the
+  // number of parts it consumed, or 0 parts if the root is not a qualified variable name.
+  size_t ResolveQualified(const Expr& e, Planned* out) {
+    std::vector<std::string> parts;
+    if (!QualifiedParts(e, &parts) || parts.size() < 2) return 0;
+    if (FindScope(parts[0]) != nullptr) return 0;
+    std::string root = parts[0];
+    if (!root.empty() && root[0] == '.') root = root.substr(1);
+    for (size_t n = parts.size(); n >= 2; --n) {
+      std::string name = root;
+      for (size_t i = 1; i < n; ++i) name += "." + parts[i];
+      if (const Type* t = FindDeclared(name)) {
+        *out = PlanVariable(e.offset, name, *t);
+        return n;
+      }
+    }
+    if (!options_.type_check && FindDeclared(root) == nullptr && !IsTypeName(root)) {
+      // Unchecked: resolve at runtime, longest bound name first.
+      std::vector<std::unique_ptr<VarNode>> candidates;
+      std::vector<std::string> fields(parts.begin() + 1, parts.end());
+      for (size_t n = parts.size(); n >= 1; --n) {
+        std::string name = root;
+        for (size_t i = 1; i < n; ++i) name += "." + parts[i];
+        candidates.push_back(std::make_unique<VarNode>(e.offset, VarIndex(name), name));
+      }
+      out->node = std::make_unique<QualifiedVarNode>(e.offset, std::move(candidates), std::move(fields));
+      out->type = Type::Dyn();
+      out->cost_min = 1;
+      out->cost_max = parts.size();
+      out->size_max = kMaxU;
+      return parts.size();
+    }
+    return 0;
+  }
+
+  bool IsDeviceField(std::string_view field) const {
+    return field == "driver" || field == "attributes" || field == "capacity" ||
+           (field == "allowMultipleAllocations" && options_.dra_allow_multiple_allocations);
+  }
+
+  // Plans `operand.field` given the planned operand.
+  Planned SelectOn(int32_t offset, Planned op, const std::string& field) {
+    Planned p;
+    p.cost_min = SatAdd(op.cost_min, 1);
+    p.cost_max = SatAdd(op.cost_max, 1);
+    p.size_max = kMaxU;
+    switch (op.dra) {
+      case Planned::Dra::kDevice: {
+        if (!IsDeviceField(field)) {
+          Error(offset, "undefined field '" + field + "'");
+          p.node = std::make_unique<ConstNode>(offset, Val(), 0);
+          return p;
+        }
+        if (field == "driver") {
+          p.type = Type::String();
+          p.size_max = kDriverLen;
+          p.node = dynamic_cast<DeviceVarNode*>(op.node.get()) != nullptr
+                       ? NodePtr(std::make_unique<DriverNode>(offset))
+                       : NodePtr(std::make_unique<SelectNode>(offset, std::move(op.node), field));
+          return p;
+        }
+        if (field == "allowMultipleAllocations") {
+          p.type = Type::Bool();
+          p.size_max = 1;
+        } else {
+          p.dra = field == "capacity" ? Planned::Dra::kCapacity : Planned::Dra::kAttributes;
+          p.type = Type::Map(Type::String(),
+                             Type::Map(Type::String(), field == "capacity" ? Type::Quantity() : Type::Dyn()));
+          p.size_max = kMapEntries;
+          p.key_size = kDomainLen;
+          p.elem_size = kMapEntries;
+        }
+        p.node = std::make_unique<SelectNode>(offset, std::move(op.node), field);
+        return p;
+      }
+      case Planned::Dra::kAttributes:
+      case Planned::Dra::kCapacity:
+        return DomainOf(offset, std::move(op), Val::Str(field), nullptr);
+      case Planned::Dra::kDomain:
+        return AttrOf(offset, std::move(op), Val::Str(field), nullptr);
+      default:
+        break;
+    }
+    const Type& t = op.type;
+    if (t.kind() == Type::Kind::kMap) {
+      p.type = t.param1();
+      p.size_max = op.elem_size;
+    } else if (t.kind() == Type::Kind::kDyn || t.kind() == Type::Kind::kOptional) {
+      p.type = t.kind() == Type::Kind::kOptional ? Type::Optional(Type::Dyn()) : Type::Dyn();
+    } else if (options_.type_check) {
+      Error(offset, "type '" + t.DebugString() + "' does not support field selection");
+    }
+    p.node = std::make_unique<SelectNode>(offset, std::move(op.node), field);
+    return p;
+  }
+
+  // device.attributes[domain] with a constant domain -> DomainNode.
+  Planned DomainOf(int32_t offset, Planned op, Val key, NodePtr key_node) {
+    Planned p;
+    const bool capacity = op.dra == Planned::Dra::kCapacity;
+    p.cost_min = SatAdd(op.cost_min, 1);
+    p.cost_max = SatAdd(op.cost_max, 1);
+    p.type = Type::Map(Type::String(), capacity ? Type::Quantity() : Type::Dyn());
+    p.size_max = kMapEntries;
+    p.key_size = kIdLen;
+    p.elem_size = capacity ? 1 : kAttrLen;
+    p.dra = Planned::Dra::kDomain;
+    p.dra_capacity = capacity;
+    const bool direct = key_node == nullptr || key_node->constant() != nullptr;
+    if (direct && key.kind == VK::kString && IsDirectDeviceMap(*op.node)) {
+      p.node = std::make_unique<DomainNode>(offset, std::string(key.str()), capacity);
+      return p;
+    }
+    if (key_node == nullptr) {
+      p.node = std::make_unique<SelectNode>(offset, std::move(op.node), std::string(key.str()));
+    } else {
+      p.node = std::make_unique<IndexNode>(offset, std::move(op.node), std::move(key_node), false);
+    }
+    return p;
+  }
+
+  Planned AttrOf(int32_t offset, Planned op, Val key, NodePtr key_node) {
+    Planned p;
+    p.cost_min = SatAdd(op.cost_min, 1);
+    p.cost_max = SatAdd(op.cost_max, 1);
+    p.type = op.dra_capacity ? Type::Quantity() : Type::Dyn();
+    p.size_max = op.dra_capacity ? 1 : kAttrLen;
+    p.elem_size = kAttrLen;
+    const bool direct = key_node == nullptr || key_node->constant() != nullptr;
+    if (auto* dom = dynamic_cast<DomainNode*>(op.node.get()); dom != nullptr && direct &&
+                                                              key.kind == VK::kString) {
+      p.node = std::make_unique<AttrNode>(offset, dom->domain(), std::string(key.str()), dom->capacity());
+      return p;
+    }
+    if (key_node == nullptr) {
+      p.node = std::make_unique<SelectNode>(offset, std::move(op.node), std::string(key.str()));
+    } else {
+      p.node = std::make_unique<IndexNode>(offset, std::move(op.node), std::move(key_node), false);
+    }
+    return p;
+  }
+
+  // Whether `n` is `device.attributes` / `device.capacity` straight off the device variable.
+  static bool IsDirectDeviceMap(const Node& n) {
+    const auto* s = dynamic_cast<const SelectNode*>(&n);
+    return s != nullptr;  // only SelectNodes over DeviceVarNode carry Dra::kAttributes/kCapacity
+  }
+
+  Planned PlanSelect(const Expr& e) {
+    if (e.test_only) {
+      Planned op = Plan(*e.operand);
+      Planned p;
+      p.type = Type::Bool();
+      p.cost_min = op.cost_min;
+      p.cost_max = op.cost_max;
+      if (op.type.kind() == Type::Kind::kDraDevice && options_.type_check &&
+          !IsDeviceField(e.name)) {
+        Error(e.offset, "undefined field '" + e.name + "'");
+      }
+      p.node = std::make_unique<HasNode>(e.offset, std::move(op.node), e.name);
+      return p;
+    }
+    Planned q;
+    const size_t consumed = ResolveQualified(e, &q);
+    if (consumed > 0) return q;
+    Planned op = Plan(*e.operand);
+    if (op.dra == Planned::Dra::kNone && op.type.kind() != Type::Kind::kDraDevice) {
+      return SelectOn(e.offset, std::move(op), e.name);
+    }
+    if (op.type.kind() == Type::Kind::kDraDevice) op.dra = Planned::Dra::kDevice;
+    return SelectOn(e.offset, std::move(op), e.name);
+  }
+
+  // ---- Calls -----------------------------------------------------------------------------
+
+  Planned PlanCall(const Expr& e) {
+    const std::string& fn = e.name;
+    // Namespaced global functions: strings.quote(x), lists.range(n), sets.contains(a, b), ...
+    if (e.operand) {
+      std::vector<std::string> parts;
+      if (QualifiedParts(*e.operand, &parts) && FindScope(parts[0]) == nullptr) {
+        std::string qualified;
+        for (const std::string& part : parts) qualified += part + ".";
+        if (!qualified.empty() && qualified[0] == '.') qualified = qualified.substr(1);
+        qualified += fn;
+        std::string root = parts[0];
+        if (!root.empty() && root[0] == '.') root = root.substr(1);
+        if (FindDeclared(root) == nullptr && FindFunction(qualified, false, options_.libraries)) {
+          return PlanFunction(e, qualified, /*member=*/false, nullptr);
+        }
+      }
+    }
+    if (fn == "_&&_" || fn == "_||_") {
+      Planned a = Plan(*e.args[0]);
+      Planned b = Plan(*e.args[1]);
+      Planned p;
+      p.type = Type::Bool();
+      p.cost_min = a.cost_min;
+      p.cost_max = SatAdd(a.cost_max, b.cost_max);
+      CheckBoolOperand(a, e.args[0]->offset, fn);
+      CheckBoolOperand(b, e.args[1]->offset, fn);
+      p.node = std::make_unique<AndNode>(e.offset, std::move(a.node), std::move(b.node), fn == "_&&_");
+      return FoldIfConst(std::move(p), e.offset);
+    }
+    if (fn == "_?_:_") {
+      Planned c = Plan(*e.args[0]);
+      Planned t = Plan(*e.args[1]);
+      Planned f = Plan(*e.args[2]);
+      Planned p;
+      p.type = t.type == f.type ? t.type : Type::Dyn();
+      if (t.type.kind() == Type::Kind::kNull) p.type = f.type;
+      if (f.type.kind() == Type::Kind::kNull) p.type = t.type;
+      p.cost_min = SatAdd(c.cost_min, std::min(t.cost_min, f.cost_min));
+      p.cost_max = SatAdd(c.cost_max, std::max(t.cost_max, f.cost_max));
+      p.size_max = std::max(t.size_max, f.size_max);
+      p.elem_size = std::max(t.elem_size, f.elem_size);
+      p.key_size = std::max(t.key_size, f.key_size);
+      CheckBoolOperand(c, e.args[0]->offset, fn);
+      p.node = std::make_unique<CondNode>(e.offset, std::move(c.node), std::move(t.node), std::move(f.node));
+      return FoldIfConst(std::move(p), e.offset);
+    }
+    if (fn == "@not_strictly_false") {
+      Planned a = Plan(*e.args[0]);
+      Planned p;
+      p.type = Type::Bool();
+      p.cost_min = SatAdd(a.cost_min, 1);
+      p.cost_max = SatAdd(a.cost_max, 1);
+      p.node = std::make_unique<NotStrictlyFalseNode>(e.offset, std::move(a.node));
+      return p;
+    }
+    if (fn == "_[_]" || fn == "_[?_]") return PlanIndex(e, fn == "_[?_]");
+    if (fn == "_?._") {
+      Planned op = Plan(*e.args[0]);
+      Planned p;
+      p.type = Type::Optional(Type::Dyn());
+      p.cost_min = SatAdd(op.cost_min, 1);
+      p.cost_max = SatAdd(op.cost_max, 1);
+      p.size_max = kMaxU;
+      if (op.dra == Planned::Dra::kDomain) p.size_max = op.elem_size;
+      if (op.type.kind() == Type::Kind::kMap) p.type = Type::Optional(op.type.param1());
+      p.node = std::make_unique<OptSelectNode>(e.offset, std::move(op.node), e.args[1]->constant.s);
+      return p;
+    }
+    if (e.operand && (fn == "or" || fn == "orValue") && e.args.size() == 1 &&
+        (options_.libraries & kOptionalsLibrary)) {
+      Planned t = Plan(*e.operand);
+      Planned a = Plan(*e.args[0]);
+      Planned p;
+      p.type = fn == "or" ? t.type : (t.type.kind() == Type::Kind::kOptional ? t.type.param0() : Type::Dyn());
+      p.cost_min = SatAdd(t.cost_min, 1);
+      p.cost_max = SatAdd(SatAdd(t.cost_max, a.cost_max), 1);
+      p.size_max = std::max(t.size_max, a.size_max);
+      p.node = std::make_unique<OptOrNode>(e.offset, std::move(t.node), std::move(a.node), fn == "orValue");
+      return p;
+    }
+    if ((fn == "matches" || fn == "find" || fn == "findAll") && ((e.operand && !e.args.empty()) ||
+                                                                 (!e.operand && fn == "matches" && e.args.size() == 2))) {
+      const Expr& pattern = e.operand ? *e.args[0] : *e.args[1];
+      if (pattern.kind == Expr::Kind::kConst && pattern.constant.kind == Constant::Kind::kString &&
+          (fn == "matches" || (options_.libraries & kRegexLibrary))) {
+        return PlanRegex(e, pattern.constant.s);
+      }
+    }
+    const bool member = e.operand != nullptr;
+    return PlanFunction(e, fn, member, e.operand.get());
+  }
+
+  void CheckBoolOperand(const Planned& p, int32_t offset, std::string_view fn) {
+    if (!options_.type_check) return;
+    const Type::Kind k = p.type.kind();
+    if (k != Type::Kind::kBool && k != Type::Kind::kDyn) {
+      Error(offset, "found no matching overload for '" + std::string(fn) + "' applied to '(" +
+                        p.type.DebugString() + ")'");
+    }
+  }
+
+  Planned PlanRegex(const Expr& e, const std::string& pattern) {
+    std::string error;
+    std::shared_ptr<const Regex> re = CompileRegex(pattern, &error);
+    if (re == nullptr) {
+      // Invalid literal: a compile error (Kubernetes' regex validator) or a runtime error.
+      if (options_.validate_regex_literals) {
+        Error(e.offset, "invalid " + e.name + " argument: " + error);
+        return Dummy(e);
+      }
+      return PlanFunction(e, e.name, e.operand != nullptr, e.operand.get());
+    }
+    Planned text = Plan(e.operand ? *e.operand : *e.args[0]);
+    NodePtr limit;
+    uint64_t limit_cost = 0;
+    if (e.operand && e.args.size() == 2) {
+      Planned l = Plan(*e.args[1]);
+      limit_cost = l.cost_max;
+      limit = std::move(l.node);
+    }
+    Planned p;
+    RegexNode::Op op = e.name == "matches" ? RegexNode::Op::kMatches
+                       : e.name == "find"  ? RegexNode::Op::kFind
+                                           : RegexNode::Op::kFindAll;
+    p.type = op == RegexNode::Op::kMatches ? Type::Bool()
+             : op == RegexNode::Op::kFind  ? Type::String()
+                                           : Type::List(Type::String());
+    const uint64_t call = SatMul(CeilMul(0.1, SatAdd(text.size_max, 1)), CostOf(0.25, pattern.size()));
+    p.cost_min = SatAdd(text.cost_min, 1);
+    p.cost_max = SatAdd(SatAdd(text.cost_max, limit_cost), std::max<uint64_t>(call, 1));
+    p.size_max = text.size_max;
+    p.elem_size = text.size_max;
+    p.node = std::make_unique<RegexNode>(e.offset, op, std::move(text.node), re, pattern.size(), std::move(limit));
+    program_.keep_alive.push_back(re);
+    return FoldIfConst(std::move(p), e.offset);
+  }
+
+  Planned PlanIndex(const Expr& e, bool optional) {
+    Planned op = Plan(*e.args[0]);
+    const Expr& key_expr = *e.args[1];
+    if (!optional && (op.dra == Planned::Dra::kAttributes || op.dra == Planned::Dra::kCapacity ||
+                      op.dra == Planned::Dra::kDomain)) {
+      Planned k = Plan(key_expr);
+      const Val* kc = k.node->constant();
+      const Val key = kc ? *kc : Val();
+      const uint64_t kcost = k.cost_max;
+      Planned p = op.dra == Planned::Dra::kDomain ? AttrOf(e.offset, std::move(op), key, std::move(k.node))
+                                                  : DomainOf(e.offset, std::move(op), key, std::move(k.node));
+      p.cost_max = SatAdd(p.cost_max, kcost);
+      return p;
+    }
+    Planned k = Plan(key_expr);
+    Planned p;
+    p.cost_min = SatAdd(SatAdd(op.cost_min, k.cost_min), 1);
+    p.cost_max = SatAdd(SatAdd(op.cost_max, k.cost_max), 1);
+    p.size_max = op.elem_size;
+    const Type& t = op.type;
+    Type elem = Type::Dyn();
+    if (t.kind() == Type::Kind::kList) {
+      elem = t.param0();
+      if (options_.type_check && IsConcreteScalar(k.type) && k.type.kind() != Type::Kind::kInt &&
+          k.type.kind() != Type::Kind::kUint && k.type.kind() != Type::Kind::kDouble) {
+        Error(e.offset, "found no matching overload for '_[_]' applied to '(" + t.DebugString() + ", " +
+                            k.type.DebugString() + ")'");
+      }
+    } else if (t.kind() == Type::Kind::kMap) {
+      elem = t.param1();
+    } else if (t.kind() != Type::Kind::kDyn && t.kind() != Type::Kind::kOptional && options_.type_check &&
+               IsConcreteScalar(t)) {
+      Error(e.offset, "found no matching overload for '_[_]' applied to '(" + t.DebugString() + ", " +
+                          k.type.DebugString() + ")'");
+    }
+    p.type = optional ? Type::Optional(elem) : elem;
+    p.node = std::make_unique<IndexNode>(e.offset, std::move(op.node), std::move(k.node), optional);
+    return FoldIfConst(std::move(p), e.offset);
+  }
+
+  // Folds a node whose inputs are all constants by evaluating it once at compile time.
+  Planned FoldIfConst(Planned p, int32_t offset) {
+    if (!AllConst(*p.node)) return p;
+    Ctx ctx(*program_.constants);
+    Val v = p.node->Eval(ctx);
+    if (v.kind == VK::kOptional || v.kind == VK::kDevice || v.kind == VK::kDeviceMap ||
+        v.kind == VK::kDomainMap) {
+      return p;
+    }
+    Planned c = MakeConst(offset, v, ctx.cost, p.type);
+    c.cost_min = std::min(c.cost_min, p.cost_min);
+    return c;
+  }
+  static bool AllConst(const Node& n) {
+    if (const auto* c = dynamic_cast<const CallNode*>(&n)) {
+      for (const NodePtr& a : c->args()) {
+        if (a->constant() == nullptr) return false;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  Planned PlanFunction(const Expr& e, const std::string& name, bool member, const Expr* target) {
+    std::vector<Planned> args;
+    if (member && target) args.push_back(Plan(*target));
+    for (const ExprPtr& a : e.args) args.push_back(Plan(*a));
+    const FunctionDef* def = FindFunction(name, member, options_.libraries);
+    if (def == nullptr) {
+      if (options_.type_check) {
+        if (member && IsFunctionName(name, options_.libraries) &&
+            FindFunction(name, false, options_.libraries) != nullptr) {
+          Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
+                              ArgTypes(args) + "'");
+        } else {
+          Error(e.offset, "undeclared reference to '" + name + "' (in container '')");
+        }
+        return Dummy(e);
+      }
+      std::vector<NodePtr> nodes;
+      for (Planned& a : args) nodes.push_back(std::move(a.node));
+      Planned p;
+      p.node = std::make_unique<UnknownCallNode>(e.offset, name, std::move(nodes));
+      return p;
+    }
+    Planned p;
+    p.type = ResultType(*def, args);
+    EstimateCall(name, args, &p);
+    CheckOverload(e, name, args);
+    std::vector<NodePtr> nodes;
+    for (Planned& a : args) nodes.push_back(std::move(a.node));
+    p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes));
+    return FoldIfConst(std::move(p), e.offset);
+  }
+
+  static std::string ArgTypes(const std::vector<Planned>& args) {
+    std::string s = "(";
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (i) s += ", ";
+      s += args[i].type.DebugString();
+    }
+    return s + ")";
+  }
+
+  // Conservative overload checks for operators on concrete scalar types.
+  void CheckOverload(const Expr& e, const std::string& name, const std::vector<Planned>& args) {
+    if (!options_.type_check || args.size() != 2) return;
+    const Type& a = args[0].type;
+    const Type& b = args[1].type;
+    if (!IsConcreteScalar(a) || !IsConcreteScalar(b)) return;
+    const bool arith = name == "_+_" || name == "_-_" || name == "_*_" || name == "_/_" || name == "_%_";
+    const bool order = name == "_<_" || name == "_<=_" || name == "_>_" || name == "_>=_";
+    auto numeric = [](const Type& t) {
+      return t.kind() == Type::Kind::kInt || t.kind() == Type::Kind::kUint || t.kind() == Type::Kind::kDouble;
+    };
+    bool bad = false;
+    if (arith) {
+      bad = !(a == b) || a.kind() == Type::Kind::kBool || a.kind() == Type::Kind::kNull ||
+            ((a.kind() == Type::Kind::kString || a.kind() == Type::Kind::kBytes) && name != "_+_") ||
+            (a.kind() == Type::Kind::kDouble && name == "_%_");
+    } else if (order) {
+      bad = !((numeric(a) && numeric(b)) || (a == b && a.kind() != Type::Kind::kNull));
+    }
+    if (bad) {
+      Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
+    }
+  }
+
+  Type ResultType(const FunctionDef& def, const std::vector<Planned>& args) {
+    if (def.result != Type::Kind::kDyn) {
+      switch (def.result) {
+        case Type::Kind::kBool: return Type::Bool();
+        case Type::Kind::kInt: return Type::Int();
+        case Type::Kind::kUint: return Type::Uint();
+        case Type::Kind::kDouble: return Type::Double();
+        case Type::Kind::kString: return Type::String();
+        case Type::Kind::kBytes: return Type::Bytes();
+        case Type::Kind::kType: return Type::TypeType();
+        case Type::Kind::kQuantity: return Type::Quantity();
+        case Type::Kind::kSemver: return Type::Semver();
+        case Type::Kind::kList: return Type::List(Type::Dyn());
+        case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());
+        default: return Type::Dyn();
+      }
+    }
+    const std::string_view n = def.name;
+    if (args.empty()) return Type::Dyn();
+    const Type& a = args[0].type;
+    if ((n == "_+_" || n == "_-_" || n == "_*_" || n == "_/_" || n == "_%_") && args.size() == 2) {
+      if (a == args[1].type) return a.kind() == Type::Kind::kList ? a : a;
+      if (a.kind() == Type::Kind::kList && args[1].type.kind() == Type::Kind::kList) return Type::List(Type::Dyn());
+      return Type::Dyn();
+    }
+    if (n == "-_") return a;
+    if (n == "dyn") return Type::Dyn();
+    if (n == "optional.of" || n == "optional.ofNonZeroValue") return Type::Optional(a);
+    if (n == "optional.none") return Type::Optional(Type::Dyn());
+    if (n == "value" && a.kind() == Type::Kind::kOptional) return a.param0();
+    if ((n == "min" || n == "max" || n == "sum") && a.kind() == Type::Kind::kList) return a.param0();
+    if ((n == "slice" || n == "distinct" || n == "reverse" || n == "sort" ||
+         n == "@sortByAssociatedKeys") && a.kind() == Type::Kind::kList) {
+      return a;
+    }
+    if (n == "cel.@mapInsert") return a.kind() == Type::Kind::kMap ? a : Type::Map(Type::Dyn(), Type::Dyn());
+    return Type::Dyn();
+  }
+
+  // Compile-time cost of a call (research §3.5 and cel-go's estimator).
+  void EstimateCall(const std::string& name, const std::vector<Planned>& args, Planned* p) {
+    uint64_t amin = 0, amax = 0;
+    for (const Planned& a : args) {
+      amin = SatAdd(amin, a.cost_min);
+      amax = SatAdd(amax, a.cost_max);
+    }
+    uint64_t call_max = 1, call_min = 1;
+    auto size = [&](size_t i) { return i < args.size() ? args[i].size_max : 1; };
+    const std::string_view n = name;
+    if (n == "_==_" || n == "_!=_") {
+      call_max = CeilMul(0.1, std::min(size(0), size(1)));
+      call_min = 0;
+    } else if (n == "@in") {
+      call_max = args.size() == 2 && (args[1].type.kind() == Type::Kind::kMap || args[1].dra != Planned::Dra::kNone)
+                     ? 1
+                     : size(1);
+      call_min = 1;
+    } else if (n == "startsWith" || n == "endsWith") {
+      call_max = SatAdd(1, CeilMul(0.1, size(1)));
+    } else if (n == "contains") {
+      call_max = std::max<uint64_t>(1, SatMul(CeilMul(0.1, size(0)), CeilMul(0.1, size(1))));
+    } else if (n == "split") {
+      call_max = CeilMul(0.2, size(0));
+      call_min = 0;
+      p->size_max = size(0);
+      p->elem_size = size(0);
+    } else if (n == "quantity" || n == "semver" || n == "isQuantity" || n == "isSemver") {
+      call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
+    } else if (n == "includes") {
+      call_max = 48;
+    } else if (n == "string" || n == "bytes" || n == "lowerAscii" || n == "upperAscii" || n == "trim" ||
+               n == "replace" || n == "substring" || n == "charAt" || n == "indexOf" ||
+               n == "lastIndexOf" || n == "join" || n == "strings.quote" || n == "format") {
+      call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
+      p->size_max = size(0);
+    } else if (n == "size" || n == "hasValue" || n == "value") {
+      call_max = 1;
+      if (n == "value") p->size_max = size(0);
+    } else if (n == "_+_") {
+      p->size_max = SatAdd(size(0), size(1));
+      if (args.size() == 2) {
+        p->elem_size = std::max(args[0].elem_size == kMaxU && args[0].size_max == 0 ? 0 : args[0].elem_size,
+                                args[1].elem_size);
+        if (args[0].type.kind() == Type::Kind::kList && args[0].size_min == 0 && args[0].size_max == 0) {
+          p->elem_size = args[1].elem_size;
+        }
+      }
+    } else if (n == "sum" || n == "min" || n == "max" || n == "isSorted" || n == "distinct" ||
+               n == "sort" || n == "reverse" || n == "flatten" || n == "sets.contains" ||
+               n == "sets.equivalent" || n == "sets.intersects" || n == "@sortByAssociatedKeys") {
+      call_max = std::max<uint64_t>(1, SatMul(size(0), n.substr(0, 5) == "sets." ? size(1) : 1));
+      p->size_max = size(0);
+      if (!args.empty()) p->elem_size = args[0].elem_size;
+    } else if (n == "lists.range") {
+      call_max = 1;
+    } else if (n == "isGreaterThan" || n == "isLessThan" || n == "compareTo" || n == "add" || n == "sub") {
+      call_max = 1;
+    }
+    p->cost_min = SatAdd(amin, call_min);
+    p->cost_max = SatAdd(amax, call_max);
+  }
+
+  // ---- Literals --------------------------------------------------------------------------
+
+  // The type used for homogeneity checks: optional entries unwrap.
+  void CheckHomogeneous(const std::vector<std::pair<Type, int32_t>>& types) {
+    if (!options_.homogeneous_aggregate_literals) return;
+    const Type* first = nullptr;
+    for (const auto& [t, offset] : types) {
+      if (t.is_dyn()) continue;
+      if (first == nullptr) {
+        first = &t;
+        continue;
+      }
+      if (!(t == *first)) {
+        Error(offset, "expected type '" + first->DebugString() + "' but found '" + t.DebugString() + "'");
+        return;
+      }
+    }
+  }
+
+  Planned PlanList(const Expr& e) {
+    std::vector<NodePtr> nodes;
+    std::vector<std::pair<Type, int32_t>> types;
+    Planned p;
+    p.cost_min = p.cost_max = 10;
+    uint64_t elem_size = 0;
+    bool all_const = true;
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      Planned a = Plan(*e.args[i]);
+      p.cost_min = SatAdd(p.cost_min, a.cost_min);
+      p.cost_max = SatAdd(p.cost_max, a.cost_max);
+      elem_size = std::max(elem_size, a.size_max);
+      Type t = a.type;
+      if (e.optional_entries[i]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
+      types.emplace_back(t, e.args[i]->offset);
+      all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i];
+      nodes.push_back(std::move(a.node));
+    }
+    CheckHomogeneous(types);
+    Type elem = Type::Dyn();
+    if (!types.empty()) {
+      elem = types[0].first;
+      for (const auto& [t, o] : types) {
+        if (!(t == elem)) elem = Type::Dyn();
+      }
+    }
+    p.type = Type::List(elem);
+    p.size_min = p.size_max = e.args.size();
+    p.elem_size = elem_size;
+    p.node = std::make_unique<ListNode>(e.offset, std::move(nodes), e.optional_entries);
+    if (all_const && !e.args.empty()) {
+      // A constant list: evaluate once; the runtime cost (10) is kept.
+      Ctx ctx(*program_.constants);
+      Val v = p.node->Eval(ctx);
+      Planned c = MakeConst(e.offset, v, 10, p.type);
+      c.elem_size = elem_size;
+      return c;
+    }
+    return p;
+  }
+
+  Planned PlanMap(const Expr& e) {
+    std::vector<NodePtr> nodes;
+    std::vector<std::pair<Type, int32_t>> ktypes, vtypes;
+    Planned p;
+    p.cost_min = p.cost_max = 30;
+    uint64_t vsize = 0, ksize = 0;
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      Planned a = Plan(*e.args[i]);
+      p.cost_min = SatAdd(p.cost_min, a.cost_min);
+      p.cost_max = SatAdd(p.cost_max, a.cost_max);
+      Type t = a.type;
+      if (i % 2 == 1) {
+        vsize = std::max(vsize, a.size_max);
+        if (e.optional_entries[i / 2]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
+        vtypes.emplace_back(t, e.args[i]->offset);
+      } else {
+        ksize = std::max(ksize, a.size_max);
+        if (options_.type_check && IsConcreteScalar(t) &&
+            (t.kind() == Type::Kind::kDouble || t.kind() == Type::Kind::kNull || t.kind() == Type::Kind::kBytes)) {
+          Error(e.args[i]->offset, "unsupported map key type: " + t.DebugString());
+        }
+        ktypes.emplace_back(t, e.args[i]->offset);
+      }
+      nodes.push_back(std::move(a.node));
+    }
+    CheckHomogeneous(ktypes);
+    CheckHomogeneous(vtypes);
+    auto common = [](const std::vector<std::pair<Type, int32_t>>& ts) {
+      if (ts.empty()) return Type::Dyn();
+      Type t = ts[0].first;
+      for (const auto& [x, o] : ts) {
+        if (!(x == t)) return Type::Dyn();
+      }
+      return t;
+    };
+    p.type = Type::Map(common(ktypes), common(vtypes));
+    p.size_min = p.size_max = e.args.size() / 2;
+    p.elem_size = vsize;
+    p.key_size = ksize;
+    p.node = std::make_unique<MapNode>(e.offset, std::move(nodes), e.optional_entries);
+    return p;
+  }
+
+  // ---- Comprehensions --------------------------------------------------------------------
+
+  Planned PlanComprehension(const Expr& e) {
+    Planned range = Plan(*e.iter_range);
+    Planned init = Plan(*e.accu_init);
+    const bool two = !e.iter_var2.empty();
+    // Iteration variable types.
+    Type it1 = Type::Dyn(), it2 = Type::Dyn();
+    uint64_t it1_size = kMaxU, it2_size = kMaxU;
+    const Type& rt = range.type;
+    const bool is_map = rt.kind() == Type::Kind::kMap;
+    if (rt.kind() == Type::Kind::kList) {
+      if (two) {
+        it1 = Type::Int();
+        it1_size = 1;
+        it2 = rt.param0();
+        it2_size = range.elem_size;
+      } else {
+        it1 = rt.param0();
+        it1_size = range.elem_size;
+      }
+    } else if (is_map) {
+      it1 = rt.param0();
+      it1_size = range.key_size;
+      it2 = rt.param1();
+      it2_size = range.elem_size;
+    } else if (rt.kind() == Type::Kind::kDyn) {
+      it1_size = range.dra != Planned::Dra::kNone || range.size_max != kMaxU ? kAttrLen : kMaxU;
+      it2_size = it1_size;
+    } else if (options_.type_check && rt.kind() != Type::Kind::kDyn) {
+      Error(e.iter_range->offset, "expression of type '" + rt.DebugString() +
+                                      "' cannot be the range of a comprehension (must be list, map, or dynamic)");
+    }
+    uint64_t iterations = range.size_max;
+    if (rt.kind() == Type::Kind::kDyn && range.dra == Planned::Dra::kNone && range.size_max == kAttrLen) {
+      iterations = kListAttrLen;
+    }
+    const size_t scope_mark = scope_.size();
+    const uint32_t slot_mark = next_slot_;
+    const uint32_t accu_slot = next_slot_++;
+    Type accu_type = init.type;
+    scope_.push_back({e.accu_var, accu_slot, accu_type, kMaxU, kMaxU, kMaxU});
+    const uint32_t iter_slot = next_slot_++;
+    scope_.push_back({e.iter_var, iter_slot, it1, it1_size, kMaxU, kMaxU});
+    int32_t iter2_slot = -1;
+    if (two) {
+      iter2_slot = static_cast<int32_t>(next_slot_++);
+      scope_.push_back({e.iter_var2, static_cast<uint32_t>(iter2_slot), it2, it2_size, kMaxU, kMaxU});
+    }
+    max_slots_ = std::max(max_slots_, next_slot_);
+    Planned cond = Plan(*e.loop_cond);
+    Planned step = Plan(*e.loop_step);
+    // The accumulator's type after the loop: the step's type refines an empty literal.
+    if (step.type.kind() != Type::Kind::kDyn) accu_type = step.type;
+    scope_.resize(scope_mark + 1);
+    scope_.back().type = accu_type;
+    scope_.back().size = step.size_max == kMaxU ? kMaxU : SatMul(iterations, std::max<uint64_t>(step.size_max, 1));
+    scope_.back().elem_size = step.elem_size;
+    Planned result = Plan(*e.result);
+    scope_.resize(scope_mark);
+    next_slot_ = slot_mark;
+    Planned p;
+    p.type = result.type;
+    p.cost_min = SatAdd(SatAdd(range.cost_min, init.cost_min), result.cost_min);
+    p.cost_max = SatAdd(SatAdd(SatAdd(range.cost_max, init.cost_max), result.cost_max),
+                        SatMul(iterations, SatAdd(cond.cost_max, step.cost_max)));
+    p.size_max = result.size_max;
+    p.elem_size = result.elem_size;
+    p.node = std::make_unique<ComprehensionNode>(e.offset, std::move(range.node), std::move(init.node),
+                                                 std::move(cond.node), std::move(step.node),
+                                                 std::move(result.node), iter_slot, iter2_slot, accu_slot);
+    return p;
+  }
+
+  std::string_view source_;
+  const EnvironmentOptions& options_;
+  ProgramImpl& program_;
+  std::string errors_;
+  std::vector<ScopeVar> scope_;
+  uint32_t next_slot_ = 0;
+  uint32_t max_slots_ = 0;
+};
+
+// Per-thread scratch arena for evaluations.
+struct ThreadScratch {
+  Arena arena;
+  bool busy = false;
+};
+thread_local ThreadScratch t_scratch;
+
+}  // namespace
+
+ScratchArena::ScratchArena() {
+  if (t_scratch.busy) {
+    owned_ = std::make_unique<Arena>();
+    arena_ = owned_.get();
+  } else {
+    t_scratch.busy = true;
+    arena_ = &t_scratch.arena;
+  }
+}
+
+ScratchArena::~ScratchArena() {
+  if (!owned_) {
+    t_scratch.arena.Reset();
+    t_scratch.busy = false;
+  }
+}
+
+Val ProgramImpl::Run(Ctx& ctx) const {
+  const size_t nvars = var_names.size();
+  ctx.vars = nvars ? ctx.arena.NewArray<Val>(nvars) : nullptr;
+  ctx.var_loaded = nvars ? ctx.arena.NewArray<uint8_t>(nvars) : nullptr;
+  if (nvars) std::memset(ctx.var_loaded, 0, nvars);
+  ctx.slots = num_slots ? ctx.arena.NewArray<Val>(num_slots) : nullptr;
+  Val v = root->Eval(ctx);
+  switch (ctx.abort) {
+    case EvalResult::Abort::kNone:
+      if (require_bool && v.kind != VK::kBool && !v.is_error()) {
+        return ctx.Error("CEL result of type " + std::string(TypeNameOf(v)) + " could not be converted to bool");
+      }
+      return v;
+    case EvalResult::Abort::kCostLimit: return ctx.Error("operation cancelled: actual cost limit exceeded");
+    case EvalResult::Abort::kDeadline: return ctx.Error("operation interrupted: deadline exceeded");
+    case EvalResult::Abort::kCancelled: return ctx.Error("operation interrupted: cancelled");
+  }
+  return v;
+}
+
+// ---- Compile -----------------------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view expression,
+                                                              const EnvironmentOptions& options) {
+  ParseOptions popts;
+  popts.enable_macros = options.enable_macros;
+  popts.two_var_comprehensions = (options.libraries & kTwoVarComprehensionsLibrary) != 0;
+  popts.bindings = (options.libraries & kBindingsLibrary) != 0;
+  popts.optionals = (options.libraries & kOptionalsLibrary) != 0;
+  popts.lists_ext = (options.libraries & kListsLibrary) != 0;
+  popts.max_recursion_depth = options.max_recursion_depth;
+  popts.max_expression_bytes = options.max_expression_bytes;
+  ParseResult parsed = Parse(expression, popts);
+  if (!parsed.errors.empty()) return devlet::InvalidArgument(parsed.errors);
+
+  auto program = std::make_shared<ProgramImpl>();
+  program->expression = std::string(expression);
+  Planner planner(program->expression, options, *program);
+  Planned root = planner.Plan(*parsed.expr);
+  if (!planner.errors().empty()) return devlet::InvalidArgument(planner.errors());
+  if (!options.result_types.empty() && options.type_check && !root.type.is_dyn()) {
+    bool ok = false;
+    for (const Type& t : options.result_types) ok = ok || t == root.type;
+    if (!ok) {
+      std::string want;
+      for (size_t i = 0; i < options.result_types.size(); ++i) {
+        if (i) want += " or ";
+        want += options.result_types[i].is_dyn() ? "the unknown type" : options.result_types[i].DebugString();
+      }
+      return devlet::InvalidArgument(FormatError(program->expression, 0,
+                                                 "expression must evaluate to " + want + ", not " +
+                                                     root.type.DebugString()));
+    }
+  }
+  program->result_type = root.type;
+  program->require_bool = options.require_bool_result;
+  program->cost = CostEstimate{root.cost_min, root.cost_max};
+  program->root = std::move(root.node);
+  program->num_slots = planner.max_slots();
+  return std::shared_ptr<const ProgramImpl>(std::move(program));
+}
+
+}  // namespace devlet::cel::internal
+
+namespace devlet::cel {
+
+void Activation::Bind(std::string name, Value value) {
+  for (auto& [n, v] : bindings_) {
+    if (n == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  bindings_.emplace_back(std::move(name), std::move(value));
+}
+
+const Value* Activation::Find(std::string_view name) const {
+  for (const auto& [n, v] : bindings_) {
+    if (n == name) return &v;
+  }
+  return nullptr;
+}
+
+Environment::Environment(EnvironmentOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<Program> Environment::Compile(std::string_view expression) const {
+  DEVLET_ASSIGN_OR_RETURN(std::shared_ptr<const internal::ProgramImpl> impl,
+                          internal::CompileImpl(expression, options_));
+  return Program(std::move(impl));
+}
+
+EvalResult Program::Evaluate(const Activation& activation, const EvalOptions& options) const {
+  internal::ScratchArena scratch;
+  internal::Ctx ctx(scratch.arena());
+  ctx.activation = &activation;
+  ctx.device = activation.device();
+  if (options.cost_limit) ctx.limit = options.cost_limit;
+  ctx.deadline = options.deadline;
+  ctx.cancelled = options.cancelled;
+  const internal::Val v = impl_->Run(ctx);
+  EvalResult result;
+  result.value = internal::ToValue(v);
+  result.cost = ctx.cost;
+  result.abort = ctx.abort;
+  return result;
+}
+
+const Type& Program::result_type() const { return impl_->result_type; }
+CostEstimate Program::estimated_cost() const { return impl_->cost; }
+const std::string& Program::expression() const { return impl_->expression; }
+
+}  // namespace devlet::cel

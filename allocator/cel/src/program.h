@@ -1,0 +1,46 @@
+// Private: the compiled program.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devlet/cel/cel.h"
+#include "eval.h"
+
+namespace devlet::cel::internal {
+
+struct ProgramImpl {
+  std::string expression;
+  Type result_type;
+  CostEstimate cost;
+  NodePtr root;
+  // External variables referenced by the program (index = VarNode index).
+  std::vector<std::string> var_names;
+  uint32_t num_slots = 0;
+  bool require_bool = false;
+  // Storage for folded constants; read-only after compilation.
+  std::unique_ptr<Arena> constants = std::make_unique<Arena>();
+  // Regexes and other shared compile-time objects kept alive with the program.
+  std::vector<std::shared_ptr<const void>> keep_alive;
+
+  // Evaluates into `ctx` (which owns the arena); the result may point into the arena.
+  Val Run(Ctx& ctx) const;
+};
+
+// ScratchArena lends the calling thread's reusable evaluation arena (or a fresh one when the
+// thread is already evaluating) and resets it when destroyed.
+class ScratchArena {
+ public:
+  ScratchArena();
+  ~ScratchArena();
+  ScratchArena(const ScratchArena&) = delete;
+  ScratchArena& operator=(const ScratchArena&) = delete;
+  Arena& arena() { return *arena_; }
+
+ private:
+  Arena* arena_;
+  std::unique_ptr<Arena> owned_;
+};
+
+}  // namespace devlet::cel::internal

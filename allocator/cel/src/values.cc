@@ -1,0 +1,609 @@
+// Value semantics of the evaluator: equality, ordering, maps, selection, indexing, conversions
+// between Val and Value, and the DRA device object.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "devlet/cel/dra.h"
+#include "eval.h"
+
+namespace devlet::cel::internal {
+
+std::string_view TypeNameOf(const Val& v) {
+  switch (v.kind) {
+    case VK::kNull: return "null_type";
+    case VK::kBool: return "bool";
+    case VK::kInt: return "int";
+    case VK::kUint: return "uint";
+    case VK::kDouble: return "double";
+    case VK::kString: return "string";
+    case VK::kBytes: return "bytes";
+    case VK::kList: return "list";
+    case VK::kMap:
+    case VK::kDeviceMap:
+    case VK::kDomainMap: return "map";
+    case VK::kOptional: return "optional_type";
+    case VK::kType: return "type";
+    case VK::kError: return "error";
+    case VK::kQuantity: return "kubernetes.Quantity";
+    case VK::kSemver: return "kubernetes.Semver";
+    case VK::kDevice: return "kubernetes.DRADevice";
+  }
+  return "dyn";
+}
+
+Val Ctx::NoOverload(std::string_view fn, const Val* args, uint32_t n) {
+  std::string msg = "no matching overload for '";
+  msg.append(fn);
+  msg += "' applied to '(";
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i) msg += ", ";
+    msg.append(TypeNameOf(args[i]));
+  }
+  msg += ")'";
+  return Error(msg);
+}
+
+Val Ctx::ListWithCapacity(uint32_t cap) {
+  auto* rep = arena.New<ListRep>();
+  rep->cap = cap;
+  rep->used = 0;
+  rep->data = cap ? arena.NewArray<Val>(cap) : nullptr;
+  Val r;
+  r.kind = VK::kList;
+  r.l = rep;
+  r.n = 0;
+  return r;
+}
+
+Val Ctx::List(const Val* elems, uint32_t n) {
+  Val r = ListWithCapacity(n);
+  if (n) std::memcpy(static_cast<void*>(r.l->data), elems, sizeof(Val) * n);
+  r.l->used = n;
+  r.n = n;
+  return r;
+}
+
+Val Ctx::Append(const Val& list, const Val* elems, uint32_t n) {
+  if (n == 0) return list;
+  ListRep* rep = list.l;
+  if (rep != nullptr && rep->used == list.n && rep->cap - rep->used >= n) {
+    std::memcpy(static_cast<void*>(rep->data + rep->used), elems, sizeof(Val) * n);
+    rep->used += n;
+    Val r = list;
+    r.n = list.n + n;
+    return r;
+  }
+  const uint32_t size = list.n + n;
+  Val r = ListWithCapacity(std::max<uint32_t>(size, list.n * 2));
+  if (list.n) std::memcpy(static_cast<void*>(r.l->data), list.l->data, sizeof(Val) * list.n);
+  std::memcpy(static_cast<void*>(r.l->data + list.n), elems, sizeof(Val) * n);
+  r.l->used = size;
+  r.n = size;
+  return r;
+}
+
+uint64_t CostSize(const Val& v) {
+  switch (v.kind) {
+    case VK::kString:
+    case VK::kBytes: return v.n;
+    case VK::kList:
+    case VK::kMap: return v.n;
+    default: return 1;
+  }
+}
+
+// ---- Equality and ordering -----------------------------------------------------------------
+
+namespace {
+
+bool IsNumber(const Val& v) { return v.kind == VK::kInt || v.kind == VK::kUint || v.kind == VK::kDouble; }
+
+// Numeric comparison across int, uint and double; nullopt for NaN.
+std::optional<int> CompareNumbers(const Val& a, const Val& b) {
+  auto cmp = [](auto x, auto y) { return x < y ? -1 : (x > y ? 1 : 0); };
+  if (a.kind == b.kind) {
+    if (a.kind == VK::kInt) return cmp(a.i, b.i);
+    if (a.kind == VK::kUint) return cmp(a.u, b.u);
+    if (std::isnan(a.d) || std::isnan(b.d)) return std::nullopt;
+    return cmp(a.d, b.d);
+  }
+  if (a.kind == VK::kInt && b.kind == VK::kUint) {
+    if (a.i < 0) return -1;
+    return cmp(static_cast<uint64_t>(a.i), b.u);
+  }
+  if (a.kind == VK::kUint && b.kind == VK::kInt) {
+    if (b.i < 0) return 1;
+    return cmp(a.u, static_cast<uint64_t>(b.i));
+  }
+  // One side is a double.
+  const bool a_double = a.kind == VK::kDouble;
+  const double d = a_double ? a.d : b.d;
+  const Val& other = a_double ? b : a;
+  if (std::isnan(d)) return std::nullopt;
+  int r;  // compare d with other
+  if (other.kind == VK::kInt) {
+    if (d < -9223372036854775808.0) {
+      r = -1;
+    } else if (d >= 9223372036854775808.0) {
+      r = 1;
+    } else {
+      const double t = std::trunc(d);
+      const auto ti = static_cast<int64_t>(t);
+      r = ti < other.i ? -1 : ti > other.i ? 1 : (d > t ? 1 : d < t ? -1 : 0);
+    }
+  } else {
+    if (d < 0) {
+      r = -1;
+    } else if (d >= 18446744073709551616.0) {
+      r = 1;
+    } else {
+      const double t = std::trunc(d);
+      const auto tu = static_cast<uint64_t>(t);
+      r = tu < other.u ? -1 : tu > other.u ? 1 : (d > t ? 1 : d < t ? -1 : 0);
+    }
+  }
+  return a_double ? r : -r;
+}
+
+bool MapLike(const Val& v) {
+  return v.kind == VK::kMap || v.kind == VK::kDeviceMap || v.kind == VK::kDomainMap;
+}
+
+bool ValidKey(const Val& k) {
+  return k.kind == VK::kString || k.kind == VK::kInt || k.kind == VK::kUint || k.kind == VK::kBool ||
+         k.kind == VK::kDouble;
+}
+
+// Key equality: numbers compare by value across types.
+bool KeyEqual(const Val& a, const Val& b) {
+  if (IsNumber(a) && IsNumber(b)) {
+    auto c = CompareNumbers(a, b);
+    return c && *c == 0;
+  }
+  if (a.kind != b.kind) return false;
+  if (a.kind == VK::kString) return a.str() == b.str();
+  if (a.kind == VK::kBool) return a.b == b.b;
+  return false;
+}
+
+std::string KeyText(const Val& k) {
+  switch (k.kind) {
+    case VK::kString: return std::string(k.str());
+    case VK::kInt: return std::to_string(k.i);
+    case VK::kUint: return std::to_string(k.u);
+    case VK::kBool: return k.b ? "true" : "false";
+    case VK::kDouble: return FormatDouble(k.d);
+    default: return std::string(TypeNameOf(k));
+  }
+}
+
+}  // namespace
+
+bool EqualBool(const Val& a, const Val& b) {
+  if (IsNumber(a) && IsNumber(b)) {
+    auto c = CompareNumbers(a, b);
+    return c && *c == 0;
+  }
+  if (MapLike(a) && MapLike(b)) {
+    // Generic path through lookups; device maps are rare in comparisons.
+    Arena scratch;
+    Ctx ctx(scratch);
+    if (MapSize(ctx, a) != MapSize(ctx, b)) return false;
+    Val keys = MapKeys(ctx, a);
+    for (uint32_t i = 0; i < keys.n; ++i) {
+      Val x, y;
+      if (!MapFind(ctx, a, keys.l->data[i], &x) || !MapFind(ctx, b, keys.l->data[i], &y)) return false;
+      if (!EqualBool(x, y)) return false;
+    }
+    return true;
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case VK::kNull: return true;
+    case VK::kBool: return a.b == b.b;
+    case VK::kString:
+    case VK::kBytes:
+    case VK::kType: return a.str() == b.str();
+    case VK::kList: {
+      if (a.n != b.n) return false;
+      for (uint32_t i = 0; i < a.n; ++i) {
+        if (!EqualBool(a.l->data[i], b.l->data[i])) return false;
+      }
+      return true;
+    }
+    case VK::kOptional:
+      if (a.opt == nullptr || b.opt == nullptr) return a.opt == b.opt;
+      return EqualBool(*a.opt, *b.opt);
+    case VK::kQuantity: return QuantityEqual(*a.q, *b.q);
+    case VK::kSemver: return SemverEqual(*a.v, *b.v);
+    case VK::kDevice: return a.dev == b.dev;
+    default: return false;
+  }
+}
+
+Val Equal(Ctx& /*ctx*/, const Val& a, const Val& b) {
+  if (a.is_error()) return a;
+  if (b.is_error()) return b;
+  return Val::Bool(EqualBool(a, b));
+}
+
+std::optional<int> Compare(const Val& a, const Val& b) {
+  if (IsNumber(a) && IsNumber(b)) return CompareNumbers(a, b);
+  if (a.kind != b.kind) return std::nullopt;
+  switch (a.kind) {
+    case VK::kString:
+    case VK::kBytes: {
+      const int c = a.str().compare(b.str());
+      return c < 0 ? -1 : c > 0 ? 1 : 0;
+    }
+    case VK::kBool: return a.b == b.b ? 0 : (a.b ? 1 : -1);
+    default: return std::nullopt;
+  }
+}
+
+// ---- Maps ----------------------------------------------------------------------------------
+
+bool MapFind(Ctx& ctx, const Val& map, const Val& key, Val* out) {
+  switch (map.kind) {
+    case VK::kMap:
+      for (uint32_t i = 0; i < map.n; ++i) {
+        if (KeyEqual(map.m->keys[i], key)) {
+          *out = map.m->vals[i];
+          return true;
+        }
+      }
+      return false;
+    case VK::kDeviceMap: {
+      if (key.kind != VK::kString) return false;
+      // Unknown domains are empty maps, never missing.
+      auto* ref = ctx.arena.New<DomainRef>(DomainRef{map.dev, key.str(), map.sub == 1});
+      Val r;
+      r.kind = VK::kDomainMap;
+      r.dom = ref;
+      *out = r;
+      return true;
+    }
+    case VK::kDomainMap: {
+      if (key.kind != VK::kString) return false;
+      bool found = false;
+      Val v = DomainLookup(ctx, map.dom->dev, map.dom->capacity, map.dom->domain, key.str(), &found);
+      if (found) *out = v;
+      return found;
+    }
+    default: return false;
+  }
+}
+
+namespace {
+bool MapContains(Ctx& ctx, const Val& map, const Val& key) {
+  if (map.kind == VK::kDeviceMap) {
+    if (key.kind != VK::kString) return false;
+    bool found = false;
+    const std::string_view want = key.str();
+    auto fn = [&](std::string_view d) { found = found || d == want; };
+    if (map.sub == 0) {
+      map.dev->ForEachAttributeDomain(fn);
+    } else {
+      map.dev->ForEachCapacityDomain(fn);
+    }
+    return found;
+  }
+  Val ignored;
+  return MapFind(ctx, map, key, &ignored);
+}
+}  // namespace
+
+uint32_t MapSize(Ctx& ctx, const Val& map) {
+  if (map.kind == VK::kMap) return map.n;
+  return MapKeys(ctx, map).n;
+}
+
+Val MapKeys(Ctx& ctx, const Val& map) {
+  if (map.kind == VK::kMap) return ctx.List(map.m == nullptr ? nullptr : map.m->keys, map.n);
+  std::vector<Val> keys;
+  auto add = [&](std::string_view k) { keys.push_back(ctx.String(k)); };
+  if (map.kind == VK::kDeviceMap) {
+    if (map.sub == 0) {
+      map.dev->ForEachAttributeDomain(add);
+    } else {
+      map.dev->ForEachCapacityDomain(add);
+    }
+  } else if (map.kind == VK::kDomainMap) {
+    if (map.dom->capacity) {
+      map.dom->dev->ForEachCapacity(map.dom->domain, [&](std::string_view k, const Quantity&) { add(k); });
+    } else {
+      map.dom->dev->ForEachAttribute(map.dom->domain,
+                                     [&](std::string_view k, const dra::Attribute&) { add(k); });
+    }
+  }
+  return ctx.List(keys.data(), static_cast<uint32_t>(keys.size()));
+}
+
+// ---- DRA device ------------------------------------------------------------------------------
+
+Val AttributeToVal(Ctx& ctx, const dra::Attribute& attr) {
+  switch (attr.kind) {
+    case dra::Attribute::Kind::kInt: return Val::Int(attr.int_value);
+    case dra::Attribute::Kind::kBool: return Val::Bool(attr.bool_value);
+    case dra::Attribute::Kind::kString: return Val::Str(attr.string_value);
+    case dra::Attribute::Kind::kVersion: {
+      if (attr.version != nullptr) {
+        Val r;
+        r.kind = VK::kSemver;
+        r.v = attr.version;
+        return r;
+      }
+      return ParseSemverVal(ctx, attr.string_value, false);
+    }
+    case dra::Attribute::Kind::kList: {
+      const auto n = static_cast<uint32_t>(attr.elements.size());
+      Val list = ctx.ListWithCapacity(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        Val e = AttributeToVal(ctx, attr.elements[i]);
+        if (e.is_error()) return e;
+        list.l->data[i] = e;
+      }
+      list.l->used = n;
+      list.n = n;
+      return list;
+    }
+  }
+  return Val::Null();
+}
+
+Val DomainLookup(Ctx& ctx, const dra::DeviceView* dev, bool capacity, std::string_view domain,
+                 std::string_view id, bool* found) {
+  if (capacity) {
+    const Quantity* q = dev->FindCapacity(domain, id);
+    *found = q != nullptr;
+    if (q == nullptr) return Val();
+    Val r;
+    r.kind = VK::kQuantity;
+    r.q = q;
+    return r;
+  }
+  const dra::Attribute* a = dev->FindAttribute(domain, id);
+  *found = a != nullptr;
+  if (a == nullptr) return Val();
+  return AttributeToVal(ctx, *a);
+}
+
+Val DeviceField(Ctx& ctx, const dra::DeviceView* dev, std::string_view field) {
+  if (field == "driver") return Val::Str(dev->driver());
+  if (field == "attributes" || field == "capacity") {
+    Val r;
+    r.kind = VK::kDeviceMap;
+    r.sub = field == "capacity" ? 1 : 0;
+    r.dev = dev;
+    return r;
+  }
+  if (field == "allowMultipleAllocations") return Val::Bool(dev->allow_multiple_allocations());
+  return ctx.Error("no such field '" + std::string(field) + "'");
+}
+
+// ---- Selection and indexing ------------------------------------------------------------------
+
+Val Select(Ctx& ctx, const Val& operand, std::string_view field) {
+  if (operand.is_error()) return operand;
+  if (MapLike(operand)) {
+    Val out;
+    if (MapFind(ctx, operand, Val::Str(field), &out)) return out;
+    return ctx.Error("no such key: " + std::string(field));
+  }
+  if (operand.kind == VK::kDevice) return DeviceField(ctx, operand.dev, field);
+  if (operand.kind == VK::kOptional) return OptSelect(ctx, operand, field);
+  return ctx.Error("type '" + std::string(TypeNameOf(operand)) + "' does not support field selection");
+}
+
+Val Has(Ctx& ctx, const Val& operand, std::string_view field) {
+  if (operand.is_error()) return operand;
+  if (MapLike(operand)) return Val::Bool(MapContains(ctx, operand, Val::Str(field)));
+  if (operand.kind == VK::kDevice) {
+    if (field == "driver" || field == "attributes" || field == "capacity") return Val::Bool(true);
+    if (field == "allowMultipleAllocations") return Val::Bool(operand.dev->allow_multiple_allocations());
+    return ctx.Error("no such field '" + std::string(field) + "'");
+  }
+  if (operand.kind == VK::kOptional) {
+    if (operand.opt == nullptr) return Val::Bool(false);
+    return Has(ctx, *operand.opt, field);
+  }
+  return ctx.Error("invalid type for field selection: " + std::string(TypeNameOf(operand)));
+}
+
+namespace {
+// List index from int, uint or integral double; nullopt if not an index.
+std::optional<int64_t> AsIndex(const Val& k) {
+  if (k.kind == VK::kInt) return k.i;
+  if (k.kind == VK::kUint) return k.u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(k.u);
+  if (k.kind == VK::kDouble && std::trunc(k.d) == k.d && std::abs(k.d) < 9.2e18) {
+    return static_cast<int64_t>(k.d);
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Val Index(Ctx& ctx, const Val& operand, const Val& key) {
+  if (operand.is_error()) return operand;
+  if (key.is_error()) return key;
+  if (operand.kind == VK::kList) {
+    const std::optional<int64_t> i = AsIndex(key);
+    if (!i) return ctx.NoOverload("_[_]", &operand, 1);
+    if (*i < 0 || *i >= operand.n) return ctx.Error("index out of range: " + std::to_string(*i));
+    return operand.l->data[*i];
+  }
+  if (MapLike(operand)) {
+    if (!ValidKey(key)) return ctx.Error("unsupported key type: " + std::string(TypeNameOf(key)));
+    Val out;
+    if (MapFind(ctx, operand, key, &out)) return out;
+    return ctx.Error("no such key: " + KeyText(key));
+  }
+  if (operand.kind == VK::kOptional) return OptIndex(ctx, operand, key);
+  Val args[2] = {operand, key};
+  return ctx.NoOverload("_[_]", args, 2);
+}
+
+Val OptSelect(Ctx& ctx, const Val& operand, std::string_view field) {
+  if (operand.is_error()) return operand;
+  if (operand.kind == VK::kOptional) {
+    if (operand.opt == nullptr) return operand;
+    return OptSelect(ctx, *operand.opt, field);
+  }
+  if (MapLike(operand)) {
+    Val out;
+    if (MapFind(ctx, operand, Val::Str(field), &out)) return ctx.Optional(out);
+    return Val::Opt(nullptr);
+  }
+  if (operand.kind == VK::kDevice) {
+    Val h = Has(ctx, operand, field);
+    if (h.is_error()) return h;
+    if (!h.b) return Val::Opt(nullptr);
+    return ctx.Optional(DeviceField(ctx, operand.dev, field));
+  }
+  return ctx.Error("type '" + std::string(TypeNameOf(operand)) + "' does not support field selection");
+}
+
+Val OptIndex(Ctx& ctx, const Val& operand, const Val& key) {
+  if (operand.is_error()) return operand;
+  if (key.is_error()) return key;
+  if (operand.kind == VK::kOptional) {
+    if (operand.opt == nullptr) return operand;
+    return OptIndex(ctx, *operand.opt, key);
+  }
+  if (operand.kind == VK::kList) {
+    const std::optional<int64_t> i = AsIndex(key);
+    if (!i) return ctx.NoOverload("_[?_]", &operand, 1);
+    if (*i < 0 || *i >= operand.n) return Val::Opt(nullptr);
+    return ctx.Optional(operand.l->data[*i]);
+  }
+  if (MapLike(operand)) {
+    Val out;
+    if (ValidKey(key) && MapFind(ctx, operand, key, &out)) return ctx.Optional(out);
+    return Val::Opt(nullptr);
+  }
+  Val args[2] = {operand, key};
+  return ctx.NoOverload("_[?_]", args, 2);
+}
+
+// ---- Val <-> Value ---------------------------------------------------------------------------
+
+Val FromValue(const Value& value, Arena& arena) {
+  Ctx ctx(arena);
+  switch (value.kind()) {
+    case Value::Kind::kNull: return Val::Null();
+    case Value::Kind::kBool: return Val::Bool(value.bool_value());
+    case Value::Kind::kInt: return Val::Int(value.int_value());
+    case Value::Kind::kUint: return Val::Uint(value.uint_value());
+    case Value::Kind::kDouble: return Val::Double(value.double_value());
+    case Value::Kind::kString: return Val::Str(value.string_value());
+    case Value::Kind::kBytes: return Val::Str(value.bytes_value(), VK::kBytes);
+    case Value::Kind::kType: return Val::Str(value.type_name(), VK::kType);
+    case Value::Kind::kError: return Val::Str(value.error_message(), VK::kError);
+    case Value::Kind::kList: {
+      const auto n = static_cast<uint32_t>(value.list().size());
+      Val r = ctx.ListWithCapacity(n);
+      for (uint32_t i = 0; i < n; ++i) r.l->data[i] = FromValue(value.list()[i], arena);
+      r.l->used = n;
+      r.n = n;
+      return r;
+    }
+    case Value::Kind::kMap: {
+      const auto n = static_cast<uint32_t>(value.map().size());
+      auto* rep = arena.New<MapRep>();
+      rep->keys = arena.NewArray<Val>(n);
+      rep->vals = arena.NewArray<Val>(n);
+      rep->used = rep->cap = n;
+      for (uint32_t i = 0; i < n; ++i) {
+        rep->keys[i] = FromValue(value.map()[i].first, arena);
+        rep->vals[i] = FromValue(value.map()[i].second, arena);
+      }
+      Val r;
+      r.kind = VK::kMap;
+      r.m = rep;
+      r.n = n;
+      return r;
+    }
+    case Value::Kind::kOptional:
+      if (value.optional_value() == nullptr) return Val::Opt(nullptr);
+      return ctx.Optional(FromValue(*value.optional_value(), arena));
+    case Value::Kind::kQuantity: {
+      Val r;
+      r.kind = VK::kQuantity;
+      r.q = value.quantity();
+      return r;
+    }
+    case Value::Kind::kSemver: {
+      Val r;
+      r.kind = VK::kSemver;
+      r.v = value.semver();
+      return r;
+    }
+  }
+  return Val::Null();
+}
+
+Value ToValue(const Val& v) {
+  switch (v.kind) {
+    case VK::kNull: return Value::Null();
+    case VK::kBool: return Value::Bool(v.b);
+    case VK::kInt: return Value::Int(v.i);
+    case VK::kUint: return Value::Uint(v.u);
+    case VK::kDouble: return Value::Double(v.d);
+    case VK::kString: return Value::String(std::string(v.str()));
+    case VK::kBytes: return Value::Bytes(std::string(v.str()));
+    case VK::kType: return Value::Type(std::string(v.str()));
+    case VK::kError: return Value::Error(std::string(v.str()));
+    case VK::kList: {
+      std::vector<Value> out;
+      out.reserve(v.n);
+      for (uint32_t i = 0; i < v.n; ++i) out.push_back(ToValue(v.l->data[i]));
+      return Value::List(std::move(out));
+    }
+    case VK::kMap:
+    case VK::kDeviceMap:
+    case VK::kDomainMap: {
+      Arena scratch;
+      Ctx ctx(scratch);
+      Val keys = MapKeys(ctx, v);
+      std::vector<Value::Entry> out;
+      for (uint32_t i = 0; i < keys.n; ++i) {
+        Val x;
+        MapFind(ctx, v, keys.l->data[i], &x);
+        out.emplace_back(ToValue(keys.l->data[i]), ToValue(x));
+      }
+      return Value::Map(std::move(out));
+    }
+    case VK::kOptional:
+      return v.opt == nullptr ? Value::OptionalNone() : Value::OptionalOf(ToValue(*v.opt));
+    case VK::kQuantity: return Value::FromQuantity(CopyQuantity(*v.q));
+    case VK::kSemver: return Value::FromSemver(CopySemver(*v.v));
+    case VK::kDevice: {
+      Arena scratch;
+      Ctx ctx(scratch);
+      std::vector<Value::Entry> out;
+      for (std::string_view f : {"driver", "attributes", "capacity", "allowMultipleAllocations"}) {
+        out.emplace_back(Value::String(std::string(f)), ToValue(DeviceField(ctx, v.dev, f)));
+      }
+      return Value::Map(std::move(out));
+    }
+  }
+  return Value::Null();
+}
+
+// ---- Formatting ------------------------------------------------------------------------------
+
+std::string FormatDouble(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  const size_t e = sci.find('e');
+  const int exp = std::atoi(sci.c_str() + e + 1);
+  if (exp < -4 || exp >= 6) return sci;  // strconv.FormatFloat(d, 'g', -1, 64)
+  res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::fixed);
+  return std::string(buf, res.ptr);
+}
+
+}  // namespace devlet::cel::internal

@@ -1,0 +1,136 @@
+// Compile errors and bad input: positions, limits, never a crash.
+#include <string>
+
+#include "devlet/cel/cel.h"
+#include "devlet/cel/dra.h"
+#include "devlet/common/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace devlet::cel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string CompileError(std::string_view expr, EnvironmentOptions options = {}) {
+  absl::StatusOr<Program> p = Environment(std::move(options)).Compile(expr);
+  if (p.ok()) return "<ok>";
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  return devlet::Message(p.status());
+}
+
+TEST(ParserTest, SyntaxErrorHasCelGoShape) {
+  EXPECT_EQ(CompileError("1 + "),
+            "ERROR: <input>:1:5: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', "
+            "'-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n"
+            " | 1 + \n"
+            " | ....^");
+  EXPECT_THAT(CompileError("?!"), StartsWith("ERROR: <input>:1:1: Syntax error:"));
+  EXPECT_THAT(CompileError("a.b(\n  c d)", {.type_check = false}), StartsWith("ERROR: <input>:2:5: Syntax error"));
+}
+
+TEST(ParserTest, ColumnsCountCodePoints) {
+  EXPECT_THAT(CompileError("'héllo' + "), StartsWith("ERROR: <input>:1:11:"));
+}
+
+TEST(ParserTest, UnterminatedLiterals) {
+  EXPECT_THAT(CompileError("'abc"), HasSubstr("unterminated string literal"));
+  EXPECT_THAT(CompileError("\"\"\"abc\"\""), HasSubstr("unterminated string literal"));
+  EXPECT_THAT(CompileError("b'abc"), HasSubstr("unterminated string literal"));
+  EXPECT_THAT(CompileError("'a\nb'"), HasSubstr("unterminated string literal"));
+  EXPECT_THAT(CompileError("'\\"), HasSubstr("unterminated string literal"));
+  EXPECT_THAT(CompileError("`abc"), HasSubstr("unterminated quoted identifier"));
+}
+
+TEST(ParserTest, BadEscapes) {
+  EXPECT_THAT(CompileError(R"('\q')"), HasSubstr("invalid escape sequence"));
+  EXPECT_THAT(CompileError(R"('\x4')"), HasSubstr("invalid escape sequence"));
+  EXPECT_THAT(CompileError(R"('\uD800')"), HasSubstr("invalid unicode code point"));
+  EXPECT_THAT(CompileError(R"('\400')"), HasSubstr("escape"));
+}
+
+TEST(ParserTest, HugeIntegerLiterals) {
+  EXPECT_THAT(CompileError("9223372036854775808"), HasSubstr("invalid int literal"));
+  EXPECT_THAT(CompileError("-9223372036854775809"), HasSubstr("invalid int literal"));
+  EXPECT_THAT(CompileError("18446744073709551616u"), HasSubstr("invalid uint literal"));
+  EXPECT_THAT(CompileError("99999999999999999999999999999999999999"), HasSubstr("invalid int literal"));
+  EXPECT_EQ(CompileError("-9223372036854775808 < 0"), "<ok>");
+  EXPECT_EQ(CompileError("1e999 > 0.0"), "<ok>");  // +Inf, as Go's ParseFloat
+}
+
+TEST(ParserTest, InvalidUtf8) {
+  EXPECT_THAT(CompileError(std::string("'a\xff'")), HasSubstr("invalid UTF-8"));
+  EXPECT_THAT(CompileError(std::string("\xc3")), HasSubstr("invalid UTF-8"));
+  EXPECT_THAT(CompileError(std::string("x\xed\xa0\x80")), HasSubstr("invalid UTF-8"));  // surrogate
+}
+
+TEST(ParserTest, ReservedWordsAndUnknownTokens) {
+  EXPECT_THAT(CompileError("if"), HasSubstr("reserved identifier: if"));
+  EXPECT_THAT(CompileError("1 # 2"), HasSubstr("token recognition error at: '#'"));
+  EXPECT_THAT(CompileError("a = b"), HasSubstr("token recognition error"));
+  EXPECT_THAT(CompileError("1 2"), HasSubstr("expecting <EOF>"));
+}
+
+TEST(ParserTest, DeepNestingIsBoundedNotACrash) {
+  for (std::string open : {"(", "[", "{1:", "!", "-", "f("}) {
+    std::string expr;
+    for (int i = 0; i < 30000; ++i) expr += open;
+    expr += "1";
+    EXPECT_THAT(CompileError(expr), HasSubstr("recursion limit exceeded")) << open;
+  }
+  std::string nested = "1";
+  for (int i = 0; i < 5000; ++i) nested = "[" + nested + "]";
+  EXPECT_THAT(CompileError(nested), HasSubstr("recursion limit exceeded"));
+  // Within the limit it works.
+  std::string ok = "1";
+  for (int i = 0; i < 100; ++i) ok = "(" + ok + ")";
+  EXPECT_EQ(CompileError(ok + " == 1"), "<ok>");
+}
+
+TEST(ParserTest, LongOperatorChainsAreBoundedOrBalanced) {
+  std::string sum = "1";
+  for (int i = 0; i < 20000; ++i) sum += " + 1";
+  EXPECT_THAT(CompileError(sum), HasSubstr("recursion limit exceeded"));
+  // && and || chains are balanced, so long conjunctions compile and evaluate.
+  std::string conj = "true";
+  for (int i = 0; i < 5000; ++i) conj += " && true";
+  absl::StatusOr<Program> p = Environment().Compile(conj);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->Evaluate(Activation()).value.bool_value());
+}
+
+TEST(ParserTest, HugeExpressionIsRejected) {
+  std::string big(200 * 1024, ' ');
+  big += "1";
+  EXPECT_THAT(CompileError(big), HasSubstr("exceeds limit"));
+}
+
+TEST(ParserTest, MacroErrors) {
+  EXPECT_THAT(CompileError("[1].map(1, 2)"), HasSubstr("argument must be a simple name"));
+  EXPECT_THAT(CompileError("has(1)"), HasSubstr("invalid argument to has() macro"));
+  EXPECT_THAT(CompileError("[1].all(i, i, true)"), HasSubstr("duplicate variable name"));
+}
+
+TEST(ParserTest, CommentsAndWhitespace) {
+  absl::StatusOr<Program> p = Environment().Compile("1 + // one\n\t2 // two\r\n == 3");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->Evaluate(Activation()).value.bool_value());
+}
+
+TEST(ParserTest, DraCompileErrorsCarryKubernetesPrefix) {
+  absl::StatusOr<Program> p = dra::CompileSelector("device.driver");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(devlet::Message(p.status()),
+              HasSubstr("compilation failed: ERROR: <input>:1:1: expression must evaluate to bool or the unknown "
+                        "type, not string"));
+  p = dra::CompileSelector("device.nope == 1");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(devlet::Message(p.status()), HasSubstr("undefined field 'nope'"));
+  p = dra::CompileSelector("foo == 1");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(devlet::Message(p.status()), HasSubstr("undeclared reference to 'foo' (in container '')"));
+}
+
+}  // namespace
+}  // namespace devlet::cel

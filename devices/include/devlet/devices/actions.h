@@ -1,0 +1,135 @@
+// File: devlet/devices/actions.h
+//
+// Reversible preparation actions on the host, each step announced to a journal before it is done,
+// so that the node state checkpoint always knows how to undo what may have happened:
+//
+//   Preparer preparer(sysfs, [&](const JournalEntry& entry) { return checkpoint.Record(entry); });
+//   DEVLET_ASSIGN_OR_RETURN(std::vector<ActionRecord> done, preparer.Prepare(device));
+//   ...                                         // store `done` with the claim
+//   DEVLET_RETURN_IF_ERROR(preparer.Unprepare(done));
+//
+// Actions:
+//   - vfio-pci binding: driver_override=vfio-pci, unbind from the current driver, drivers_probe,
+//     verify; undone by unbinding from vfio-pci, restoring driver_override and re-probing the
+//     original driver (bind directly if probing does not bring it back);
+//   - SR-IOV VF creation: sriov_numvfs=N on a PF that has no VFs yet, waiting for the virtfn links;
+//     undone by writing 0 (never changes a non-zero count: that destroys VFs in use);
+//   - administrator commands (init, then cleanup on unprepare or when init fails) run confined by
+//     RunCommand.
+// A failed action leaves the host as it found it (completed steps are rolled back) and returns an
+// error written for a person. Callers serialise actions per device.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "devlet/devices/command.h"
+#include "devlet/devices/dra_device.h"
+#include "devlet/devices/sysfs.h"
+
+namespace devlet::devices {
+
+// ActionKind names an action.
+enum class ActionKind { kVfioBind, kSriovNumVfs, kCommand };
+
+// ActionKindName returns "vfio-bind", "sriov-numvfs" or "command".
+std::string_view ActionKindName(ActionKind kind);
+
+// ActionRecord is everything needed to undo one action, also after a crash and restart; the
+// checkpoint stores it.
+struct ActionRecord {
+  ActionKind kind = ActionKind::kVfioBind;
+  std::string device;  // PCI address (vfio: the function; sriov: the PF) or DRA device (command)
+  bool noop = false;   // the host was already in the wanted state: undo does nothing
+  // kVfioBind
+  std::string original_driver;    // "" when the function was unbound
+  std::string original_override;  // driver_override before ("" when unset)
+  // kSriovNumVfs
+  int previous_num_vfs = 0;
+  int num_vfs = 0;
+  // kCommand
+  std::optional<CommandLine> cleanup;
+  std::map<std::string, std::string> env;  // the init command's extra environment, for cleanup
+  bool operator==(const ActionRecord&) const = default;
+};
+
+// JournalEntry announces one step before it is done (kDo) or undone (kUndo). `action` is the
+// record as it will be returned, so a crash right after this step can be undone from it.
+struct JournalEntry {
+  enum class Phase { kDo, kUndo };
+  Phase phase = Phase::kDo;
+  ActionRecord action;
+  std::string step;  // for people: "write vfio-pci to bus/pci/devices/0000:18:00.0/driver_override"
+};
+
+// Journal receives every step before it happens. An error stops the action: the step is not done
+// and the steps before it are rolled back.
+using Journal = std::function<absl::Status(const JournalEntry&)>;
+
+// PreparerOptions tunes waiting and helper commands.
+struct PreparerOptions {
+  std::chrono::milliseconds vf_wait_timeout{10000};  // for virtfn links after sriov_numvfs
+  std::chrono::milliseconds poll_interval{20};
+  SeccompPolicy seccomp;  // for init/cleanup commands
+};
+
+// Preparer performs actions through a Sysfs (the real one, or a fake kernel in tests).
+class Preparer {
+ public:
+  Preparer(Sysfs& sysfs, Journal journal, PreparerOptions options = {});
+
+  // BindVfio binds a PCI function to vfio-pci. FailedPrecondition when the function has no IOMMU
+  // group, vfio-pci is not loaded, or another function of its IOMMU group is bound to a host
+  // driver; NotFound when the function is gone.
+  absl::StatusOr<ActionRecord> BindVfio(std::string_view pci_address);
+
+  // EnsureNumVfs makes the PF have at least `num_vfs` VFs, creating them when it has none.
+  // InvalidArgument above sriov_totalvfs; FailedPrecondition when the PF has fewer, non-zero VFs.
+  absl::StatusOr<ActionRecord> EnsureNumVfs(std::string_view pf_address, int num_vfs);
+
+  // VfAddress returns the address of VF `index` of a PF (from its virtfn<index> link).
+  absl::StatusOr<std::string> VfAddress(std::string_view pf_address, int index) const;
+
+  // RunInit runs an init command for a device; when it fails, `cleanup` runs (best effort) and the
+  // error says how init ended. `env` is added to the command's environment.
+  absl::StatusOr<ActionRecord> RunInit(std::string_view device, const CommandLine& init,
+                                       const std::optional<CommandLine>& cleanup,
+                                       const std::map<std::string, std::string>& env = {});
+
+  // Undo reverses one action. Idempotent: undoing an already undone action, or one whose device
+  // has disappeared, succeeds.
+  absl::Status Undo(const ActionRecord& record);
+
+  // Prepare performs a DRA device's Preparation in order: SR-IOV VFs (for VF devices: the PF from
+  // preparation.sriov_pf, the VF index from the `vfIndex` attribute), vfio-pci binding, init
+  // command (with DEVLET_DEVICE and DEVLET_PCI_ADDRESS in its environment). On failure the actions
+  // already done are undone. Returns the records to store with the claim.
+  absl::StatusOr<std::vector<ActionRecord>> Prepare(const DraDevice& device);
+
+  // Unprepare undoes records in reverse order, continuing past errors; returns the first error.
+  // SR-IOV records are skipped: the VFs belong to every VF device of the PF; call Undo on them
+  // once no VF of that PF is prepared.
+  absl::Status Unprepare(const std::vector<ActionRecord>& records);
+
+ private:
+  absl::Status Step(JournalEntry::Phase phase, const ActionRecord& record, std::string step);
+  absl::Status Write(JournalEntry::Phase phase, const ActionRecord& record, const std::string& path,
+                     const std::string& value);
+  absl::Status UndoVfio(const ActionRecord& record);
+  absl::Status UndoNumVfs(const ActionRecord& record);
+  absl::Status RunCleanup(const std::string& device, const CommandLine& cleanup,
+                          const std::map<std::string, std::string>& env);
+
+  Sysfs& sysfs_;
+  Journal journal_;
+  PreparerOptions options_;
+};
+
+}  // namespace devlet::devices

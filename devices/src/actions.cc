@@ -1,0 +1,324 @@
+#include "devlet/devices/actions.h"
+
+#include <thread>
+
+#include "devlet/common/status.h"
+
+namespace devlet::devices {
+namespace {
+
+std::string Dev(std::string_view address) { return "bus/pci/devices/" + std::string(address); }
+
+std::string CurrentDriver(const Sysfs& sysfs, std::string_view address) {
+  auto name = LinkBaseName(sysfs, Dev(address) + "/driver");
+  return name.ok() ? *name : "";
+}
+
+std::string CurrentOverride(const Sysfs& sysfs, std::string_view address) {
+  auto value = ReadTrimmed(sysfs, Dev(address) + "/driver_override");
+  if (!value.ok() || *value == "(null)") return "";
+  return *value;
+}
+
+}  // namespace
+
+std::string_view ActionKindName(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kVfioBind: return "vfio-bind";
+    case ActionKind::kSriovNumVfs: return "sriov-numvfs";
+    case ActionKind::kCommand: return "command";
+  }
+  return "unknown";
+}
+
+Preparer::Preparer(Sysfs& sysfs, Journal journal, PreparerOptions options)
+    : sysfs_(sysfs), journal_(std::move(journal)), options_(std::move(options)) {}
+
+absl::Status Preparer::Step(JournalEntry::Phase phase, const ActionRecord& record,
+                            std::string step) {
+  if (!journal_) return absl::OkStatus();
+  absl::Status status = journal_(JournalEntry{.phase = phase, .action = record, .step = step});
+  if (!status.ok()) return WithContext(status, "recording step \"" + step + "\"");
+  return absl::OkStatus();
+}
+
+absl::Status Preparer::Write(JournalEntry::Phase phase, const ActionRecord& record,
+                             const std::string& path, const std::string& value) {
+  std::string shown = value == "\n" ? "an empty line" : value;
+  DEVLET_RETURN_IF_ERROR(Step(phase, record, "write " + shown + " to " + path));
+  return sysfs_.WriteFile(path, value);
+}
+
+absl::StatusOr<ActionRecord> Preparer::BindVfio(std::string_view pci_address) {
+  const std::string address(pci_address);
+  const std::string dev = Dev(address);
+  const std::string what = "binding " + address + " to vfio-pci";
+  if (!sysfs_.Exists(dev)) return NotFound(what + ": the PCI device is gone");
+  ActionRecord record{.kind = ActionKind::kVfioBind, .device = address};
+  record.original_driver = CurrentDriver(sysfs_, address);
+  record.original_override = CurrentOverride(sysfs_, address);
+  if (record.original_driver == "vfio-pci") {
+    record.noop = true;
+    return record;
+  }
+  auto group = LinkBaseName(sysfs_, dev + "/iommu_group");
+  if (!group.ok()) {
+    return FailedPrecondition(what + ": the device has no IOMMU group; enable the IOMMU "
+                                     "(intel_iommu=on or amd_iommu=on) to pass it through");
+  }
+  if (!sysfs_.Exists("bus/pci/drivers/vfio-pci")) {
+    return FailedPrecondition(what + ": the vfio-pci driver is not loaded (modprobe vfio-pci)");
+  }
+  auto members = sysfs_.ListDir("kernel/iommu_groups/" + *group + "/devices");
+  if (members.ok()) {
+    for (const std::string& member : *members) {
+      if (member == address) continue;
+      std::string driver = CurrentDriver(sysfs_, member);
+      if (!driver.empty() && driver != "vfio-pci" && driver != "pcieport") {
+        return FailedPrecondition(what + ": " + member + " in the same IOMMU group " + *group +
+                                  " is bound to " + driver +
+                                  "; every device of the group must be passed through together");
+      }
+    }
+  }
+  // Each step, and how to roll back what was done if a later one fails.
+  auto rollback = [&](const absl::Status& cause) -> absl::Status {
+    absl::Status undo = UndoVfio(record);
+    absl::Status out = WithContext(cause, what);
+    if (!undo.ok()) {
+      return Internal(Message(out) + "; rolling back also failed, the device may be left unbound: " +
+                      Message(undo));
+    }
+    return out;
+  };
+  absl::Status status = Write(JournalEntry::Phase::kDo, record, dev + "/driver_override", "vfio-pci");
+  if (!status.ok()) return WithContext(status, what);
+  if (!record.original_driver.empty()) {
+    status = Write(JournalEntry::Phase::kDo, record,
+                   "bus/pci/drivers/" + record.original_driver + "/unbind", address);
+    if (!status.ok()) return rollback(status);
+  }
+  status = Write(JournalEntry::Phase::kDo, record, "bus/pci/drivers_probe", address);
+  if (!status.ok()) return rollback(status);
+  std::string now = CurrentDriver(sysfs_, address);
+  if (now != "vfio-pci") {
+    return rollback(FailedPrecondition("after drivers_probe the device is bound to \"" + now +
+                                       "\", not vfio-pci"));
+  }
+  return record;
+}
+
+absl::Status Preparer::UndoVfio(const ActionRecord& record) {
+  if (record.noop) return absl::OkStatus();
+  const std::string& address = record.device;
+  const std::string dev = Dev(address);
+  if (!sysfs_.Exists(dev)) return absl::OkStatus();  // removed: nothing left to restore
+  const std::string what = "restoring " + address + " to " +
+                           (record.original_driver.empty() ? std::string("no driver")
+                                                           : record.original_driver);
+  const JournalEntry::Phase undo = JournalEntry::Phase::kUndo;
+  if (CurrentDriver(sysfs_, address) == "vfio-pci") {
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        Write(undo, record, "bus/pci/drivers/vfio-pci/unbind", address), what));
+  }
+  if (CurrentOverride(sysfs_, address) != record.original_override) {
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        Write(undo, record, dev + "/driver_override",
+              record.original_override.empty() ? "\n" : record.original_override),
+        what));
+  }
+  if (record.original_driver.empty()) return absl::OkStatus();
+  // Re-probe; if that fails or picks another driver, bind the original driver directly.
+  absl::Status probe = absl::OkStatus();
+  if (CurrentDriver(sysfs_, address).empty()) {
+    probe = Write(undo, record, "bus/pci/drivers_probe", address);
+  }
+  absl::Status bind = absl::OkStatus();
+  if (CurrentDriver(sysfs_, address).empty() &&
+      sysfs_.Exists("bus/pci/drivers/" + record.original_driver + "/bind")) {
+    bind = Write(undo, record, "bus/pci/drivers/" + record.original_driver + "/bind", address);
+  }
+  std::string now = CurrentDriver(sysfs_, address);
+  if (now != record.original_driver) {
+    std::string message = what + ": the device is bound to \"" + now + "\" afterwards";
+    if (!probe.ok()) message += "; " + Message(probe);
+    if (!bind.ok()) message += "; " + Message(bind);
+    return FailedPrecondition(message);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Preparer::VfAddress(std::string_view pf_address, int index) const {
+  auto vf = LinkBaseName(sysfs_, Dev(pf_address) + "/virtfn" + std::to_string(index));
+  if (!vf.ok()) {
+    return NotFound("VF " + std::to_string(index) + " of " + std::string(pf_address) +
+                    " does not exist");
+  }
+  return *vf;
+}
+
+absl::StatusOr<ActionRecord> Preparer::EnsureNumVfs(std::string_view pf_address, int num_vfs) {
+  const std::string pf(pf_address);
+  const std::string dev = Dev(pf);
+  const std::string what = "creating " + std::to_string(num_vfs) + " SR-IOV VFs on " + pf;
+  if (!sysfs_.Exists(dev)) return NotFound(what + ": the PCI device is gone");
+  auto total = ReadInt(sysfs_, dev + "/sriov_totalvfs");
+  if (!total.ok()) return FailedPrecondition(what + ": the device is not SR-IOV capable");
+  if (num_vfs < 1 || num_vfs > *total) {
+    return InvalidArgument(what + ": the device supports 1 to " + std::to_string(*total) + " VFs");
+  }
+  auto current_or = ReadInt(sysfs_, dev + "/sriov_numvfs");
+  if (!current_or.ok()) return WithContext(current_or.status(), what);
+  const int current = static_cast<int>(*current_or);
+  ActionRecord record{.kind = ActionKind::kSriovNumVfs, .device = pf};
+  record.previous_num_vfs = current;
+  record.num_vfs = num_vfs;
+  if (current >= num_vfs) {
+    record.noop = true;
+    return record;
+  }
+  if (current != 0) {
+    return FailedPrecondition(what + ": it already has " + std::to_string(current) +
+                              " VFs, and changing a non-zero count would destroy VFs that may be "
+                              "in use; set sriov_numvfs to 0 first");
+  }
+  absl::Status status =
+      Write(JournalEntry::Phase::kDo, record, dev + "/sriov_numvfs", std::to_string(num_vfs));
+  if (!status.ok()) return WithContext(status, what);
+  const auto deadline = std::chrono::steady_clock::now() + options_.vf_wait_timeout;
+  while (true) {
+    bool all = true;
+    for (int i = 0; i < num_vfs && all; ++i) {
+      all = sysfs_.Exists(dev + "/virtfn" + std::to_string(i));
+    }
+    if (all) return record;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(options_.poll_interval);
+  }
+  absl::Status undo = UndoNumVfs(record);
+  std::string message = what + ": the VFs did not appear within " +
+                        std::to_string(options_.vf_wait_timeout.count()) + " ms";
+  if (!undo.ok()) message += "; removing them again failed: " + Message(undo);
+  return DeadlineExceeded(message);
+}
+
+absl::Status Preparer::UndoNumVfs(const ActionRecord& record) {
+  if (record.noop) return absl::OkStatus();
+  const std::string dev = Dev(record.device);
+  if (!sysfs_.Exists(dev)) return absl::OkStatus();
+  auto current = ReadInt(sysfs_, dev + "/sriov_numvfs");
+  if (current.ok() && *current == record.previous_num_vfs) return absl::OkStatus();
+  const std::string what = "removing the SR-IOV VFs of " + record.device;
+  if (current.ok() && *current != 0) {
+    DEVLET_RETURN_IF_ERROR(
+        WithContext(Write(JournalEntry::Phase::kUndo, record, dev + "/sriov_numvfs", "0"), what));
+  }
+  if (record.previous_num_vfs != 0) {
+    DEVLET_RETURN_IF_ERROR(WithContext(Write(JournalEntry::Phase::kUndo, record,
+                                             dev + "/sriov_numvfs",
+                                             std::to_string(record.previous_num_vfs)),
+                                       what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Preparer::RunCleanup(const std::string& device, const CommandLine& cleanup,
+                                  const std::map<std::string, std::string>& env) {
+  CommandSpec spec{.argv = cleanup.argv, .env = env,
+                   .timeout = std::chrono::milliseconds(cleanup.timeout_ms),
+                   .seccomp = options_.seccomp};
+  auto result = RunCommand(spec);
+  if (!result.ok()) return WithContext(result.status(), "cleanup command for " + device);
+  return WithContext(result->ToStatus(cleanup.argv.front()), "cleanup command for " + device);
+}
+
+absl::StatusOr<ActionRecord> Preparer::RunInit(std::string_view device_view,
+                                               const CommandLine& init,
+                                               const std::optional<CommandLine>& cleanup,
+                                               const std::map<std::string, std::string>& env) {
+  const std::string device(device_view);
+  ActionRecord record{.kind = ActionKind::kCommand, .device = device, .cleanup = cleanup, .env = env};
+  std::string shown;
+  for (const std::string& arg : init.argv) shown += (shown.empty() ? "" : " ") + arg;
+  DEVLET_RETURN_IF_ERROR(Step(JournalEntry::Phase::kDo, record, "run " + shown));
+  CommandSpec spec{.argv = init.argv, .env = env,
+                   .timeout = std::chrono::milliseconds(init.timeout_ms),
+                   .seccomp = options_.seccomp};
+  absl::StatusOr<CommandResult> result = RunCommand(spec);
+  absl::Status status = result.ok() ? result->ToStatus(init.argv.front()) : result.status();
+  if (status.ok()) return record;
+  status = WithContext(status, "init command for " + device);
+  if (cleanup) {
+    absl::Status step = Step(JournalEntry::Phase::kUndo, record, "run cleanup after failed init");
+    absl::Status undo = step.ok() ? RunCleanup(device, *cleanup, env) : step;
+    if (!undo.ok()) return Internal(Message(status) + "; then " + Message(undo));
+  }
+  return status;
+}
+
+absl::Status Preparer::Undo(const ActionRecord& record) {
+  switch (record.kind) {
+    case ActionKind::kVfioBind:
+      return UndoVfio(record);
+    case ActionKind::kSriovNumVfs:
+      return UndoNumVfs(record);
+    case ActionKind::kCommand:
+      if (!record.cleanup || record.noop) return absl::OkStatus();
+      DEVLET_RETURN_IF_ERROR(Step(JournalEntry::Phase::kUndo, record, "run cleanup"));
+      return RunCleanup(record.device, *record.cleanup, record.env);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ActionRecord>> Preparer::Prepare(const DraDevice& device) {
+  std::vector<ActionRecord> done;
+  auto fail = [&](const absl::Status& cause) -> absl::Status {
+    absl::Status out = WithContext(cause, "preparing " + device.name);
+    for (auto it = done.rbegin(); it != done.rend(); ++it) {
+      if (it->kind == ActionKind::kSriovNumVfs) continue;  // VFs may serve other devices
+      absl::Status undo = Undo(*it);
+      if (!undo.ok()) out = Internal(Message(out) + "; rolling back: " + Message(undo));
+    }
+    return out;
+  };
+  const Preparation& prep = device.preparation;
+  std::string pci_address = device.pci_address;
+  if (!prep.sriov_pf.empty()) {
+    auto index_it = device.attributes.find("vfIndex");
+    const std::int64_t* index =
+        index_it == device.attributes.end() ? nullptr : std::get_if<std::int64_t>(&index_it->second);
+    if (index == nullptr) return fail(InvalidArgument("the VF device has no vfIndex attribute"));
+    auto record = EnsureNumVfs(prep.sriov_pf, prep.sriov_num_vfs);
+    if (!record.ok()) return fail(record.status());
+    done.push_back(*record);
+    auto vf = VfAddress(prep.sriov_pf, static_cast<int>(*index));
+    if (!vf.ok()) return fail(vf.status());
+    pci_address = *vf;
+  }
+  if (prep.bind_vfio) {
+    if (pci_address.empty()) return fail(InvalidArgument("the device has no PCI address to bind"));
+    auto record = BindVfio(pci_address);
+    if (!record.ok()) return fail(record.status());
+    done.push_back(*record);
+  }
+  if (prep.init) {
+    std::map<std::string, std::string> env{{"DEVLET_DEVICE", device.name}};
+    if (!pci_address.empty()) env["DEVLET_PCI_ADDRESS"] = pci_address;
+    auto record = RunInit(device.name, *prep.init, prep.cleanup, env);
+    if (!record.ok()) return fail(record.status());
+    done.push_back(*record);
+  }
+  return done;
+}
+
+absl::Status Preparer::Unprepare(const std::vector<ActionRecord>& records) {
+  absl::Status first = absl::OkStatus();
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (it->kind == ActionKind::kSriovNumVfs) continue;
+    absl::Status status = Undo(*it);
+    if (!status.ok() && first.ok()) first = status;
+  }
+  return first;
+}
+
+}  // namespace devlet::devices

@@ -1,0 +1,307 @@
+#include "devlet/devices/actions.h"
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "devlet/common/status.h"
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/devices/profile.h"
+#include "devlet/devices/testing/fake_sysfs.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace devlet::devices {
+namespace {
+
+using ::devlet::testing::IsOk;
+using ::devlet::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::AddGpuServer;
+using testing::FakePciDevice;
+using testing::FakeSysfs;
+
+constexpr char kGpu[] = "0000:18:00.0";
+constexpr char kPf[] = "0000:1a:00.0";
+
+// Records journal entries, and checks each is announced before the sysfs write happens.
+struct RecordingJournal {
+  FakeSysfs* fake = nullptr;
+  std::vector<JournalEntry> entries;
+  std::vector<size_t> writes_at_entry;
+  std::string fail_on;  // fail the step whose text contains this
+
+  Journal AsJournal() {
+    return [this](const JournalEntry& entry) -> absl::Status {
+      if (!fail_on.empty() && entry.step.find(fail_on) != std::string::npos) {
+        return Unavailable("checkpoint is read-only");
+      }
+      entries.push_back(entry);
+      writes_at_entry.push_back(fake->writes().size());
+      return absl::OkStatus();
+    };
+  }
+  std::vector<std::string> Steps() const {
+    std::vector<std::string> steps;
+    for (const auto& e : entries) steps.push_back(e.step);
+    return steps;
+  }
+};
+
+class ActionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK(AddGpuServer(fake_));
+    journal_.fake = &fake_;
+  }
+  Preparer MakePreparer() {
+    return Preparer(fake_, journal_.AsJournal(),
+                    {.vf_wait_timeout = std::chrono::milliseconds(200),
+                     .poll_interval = std::chrono::milliseconds(5)});
+  }
+  std::string Override(const std::string& address) {
+    return ReadTrimmed(fake_, "bus/pci/devices/" + address + "/driver_override").value_or("?");
+  }
+
+  FakeSysfs fake_;
+  RecordingJournal journal_;
+};
+
+TEST_F(ActionsTest, BindVfioJournalsEachStepFirstAndUndoRestoresTheDriver) {
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.BindVfio(kGpu));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "vfio-pci");
+  EXPECT_EQ(record.kind, ActionKind::kVfioBind);
+  EXPECT_EQ(record.original_driver, "nvidia");
+  EXPECT_EQ(record.original_override, "");
+  EXPECT_FALSE(record.noop);
+  EXPECT_THAT(journal_.Steps(),
+              ElementsAre("write vfio-pci to bus/pci/devices/0000:18:00.0/driver_override",
+                          "write 0000:18:00.0 to bus/pci/drivers/nvidia/unbind",
+                          "write 0000:18:00.0 to bus/pci/drivers_probe"));
+  EXPECT_THAT(journal_.writes_at_entry, ElementsAre(0u, 1u, 2u));  // each before its write
+  EXPECT_THAT(fake_.writes(),
+              ElementsAre("bus/pci/devices/0000:18:00.0/driver_override=vfio-pci",
+                          "bus/pci/drivers/nvidia/unbind=0000:18:00.0",
+                          "bus/pci/drivers_probe=0000:18:00.0"));
+  for (const JournalEntry& entry : journal_.entries) EXPECT_EQ(entry.action, record);
+
+  // Binding again is a no-op.
+  ASSERT_OK_AND_ASSIGN(ActionRecord again, preparer.BindVfio(kGpu));
+  EXPECT_TRUE(again.noop);
+  EXPECT_OK(preparer.Undo(again));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "vfio-pci");
+
+  journal_.entries.clear();
+  ASSERT_OK(preparer.Undo(record));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");
+  EXPECT_EQ(Override(kGpu), "(null)");
+  ASSERT_EQ(journal_.entries.size(), 3u);
+  for (const JournalEntry& entry : journal_.entries) {
+    EXPECT_EQ(entry.phase, JournalEntry::Phase::kUndo);
+  }
+  EXPECT_EQ(journal_.entries[0].step, "write 0000:18:00.0 to bus/pci/drivers/vfio-pci/unbind");
+  // Undo is idempotent.
+  size_t writes = fake_.writes().size();
+  EXPECT_OK(preparer.Undo(record));
+  EXPECT_EQ(fake_.writes().size(), writes);
+}
+
+TEST_F(ActionsTest, FailedSysfsWriteLeavesTheHostAsItWas) {
+  fake_.FailWrites("drivers_probe", EIO);
+  Preparer preparer = MakePreparer();
+  auto record = preparer.BindVfio(kGpu);
+  ASSERT_FALSE(record.ok());
+  EXPECT_THAT(Message(record.status()), HasSubstr("binding 0000:18:00.0 to vfio-pci"));
+  EXPECT_THAT(Message(record.status()), HasSubstr("Input/output error"));
+  // Rolled back: override cleared, nvidia bound again (directly, as drivers_probe fails).
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");
+  EXPECT_EQ(Override(kGpu), "(null)");
+}
+
+TEST_F(ActionsTest, JournalRefusalStopsBeforeTheStep) {
+  journal_.fail_on = "unbind";
+  Preparer preparer = MakePreparer();
+  auto record = preparer.BindVfio(kGpu);
+  EXPECT_THAT(record, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("checkpoint is read-only")));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");
+  EXPECT_EQ(Override(kGpu), "(null)");
+  for (const std::string& write : fake_.writes()) EXPECT_THAT(write, ::testing::Not(HasSubstr("unbind")));
+}
+
+TEST_F(ActionsTest, VfioPreconditions) {
+  Preparer preparer = MakePreparer();
+  EXPECT_THAT(preparer.BindVfio("0000:77:00.0"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("the PCI device is gone")));
+
+  FakePciDevice no_iommu{.address = "0000:c1:00.0", .vendor_id = 0x10de, .device_id = 0x2330,
+                         .class_code = 0x030200, .driver = "nvidia"};
+  ASSERT_OK(fake_.AddPciDevice(no_iommu));
+  EXPECT_THAT(preparer.BindVfio("0000:c1:00.0"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no IOMMU group")));
+
+  // Two functions in one IOMMU group, the other one still on a host driver.
+  FakePciDevice audio{.address = "0000:18:00.1", .parent = "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0",
+                      .vendor_id = 0x10de, .device_id = 0x22bb, .class_code = 0x040300,
+                      .driver = "snd_hda_intel", .iommu_group = 10};
+  ASSERT_OK(fake_.AddDriver("snd_hda_intel"));
+  ASSERT_OK(fake_.AddPciDevice(audio));
+  EXPECT_THAT(preparer.BindVfio(kGpu),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("0000:18:00.1 in the same IOMMU group 10 is bound to snd_hda_intel")));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");
+}
+
+TEST(ActionsStandaloneTest, VfioDriverMustBeLoaded) {
+  FakeSysfs fake;
+  ASSERT_OK(fake.AddDriver("nvidia"));
+  ASSERT_OK(fake.AddPciDevice({.address = "0000:18:00.0", .vendor_id = 0x10de, .device_id = 0x2330,
+                               .class_code = 0x030200, .driver = "nvidia", .iommu_group = 3}));
+  Preparer preparer(fake, nullptr);
+  EXPECT_THAT(preparer.BindVfio("0000:18:00.0"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("modprobe vfio-pci")));
+}
+
+TEST_F(ActionsTest, UndoAfterDeviceRemovalSucceeds) {
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.BindVfio(kGpu));
+  ASSERT_OK(fake_.RemovePciDevice(kGpu));
+  EXPECT_OK(preparer.Undo(record));
+}
+
+TEST_F(ActionsTest, SriovCreatesAndRemovesVfs) {
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.EnsureNumVfs(kPf, 4));
+  EXPECT_EQ(record.previous_num_vfs, 0);
+  EXPECT_EQ(record.num_vfs, 4);
+  EXPECT_THAT(journal_.Steps(), ElementsAre("write 4 to bus/pci/devices/0000:1a:00.0/sriov_numvfs"));
+  EXPECT_THAT(preparer.VfAddress(kPf, 3), ::devlet::testing::IsOkAndHolds(std::string("0000:1a:00.5")));
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.5"), "mlx5_core");
+
+  ASSERT_OK_AND_ASSIGN(ActionRecord fewer, preparer.EnsureNumVfs(kPf, 2));
+  EXPECT_TRUE(fewer.noop);
+
+  ASSERT_OK(preparer.Undo(record));
+  EXPECT_EQ(ReadInt(fake_, "bus/pci/devices/0000:1a:00.0/sriov_numvfs").value_or(-1), 0);
+  EXPECT_FALSE(fake_.Exists("bus/pci/devices/0000:1a:00.2"));
+  EXPECT_THAT(preparer.VfAddress(kPf, 0), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(ActionsTest, SriovBadRequests) {
+  Preparer preparer = MakePreparer();
+  EXPECT_THAT(preparer.EnsureNumVfs(kPf, 9),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("supports 1 to 8 VFs")));
+  EXPECT_THAT(preparer.EnsureNumVfs(kGpu, 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not SR-IOV capable")));
+  ASSERT_OK(fake_.WriteFile("bus/pci/devices/0000:1a:00.0/sriov_numvfs", "2"));
+  EXPECT_THAT(preparer.EnsureNumVfs(kPf, 4),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already has 2 VFs")));
+  EXPECT_EQ(ReadInt(fake_, "bus/pci/devices/0000:1a:00.0/sriov_numvfs").value_or(-1), 2);
+  ASSERT_OK(fake_.WriteFile("bus/pci/devices/0000:1a:00.0/sriov_numvfs", "0"));
+  fake_.FailWrites("sriov_numvfs", ENOMEM);
+  auto failed = preparer.EnsureNumVfs(kPf, 4);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(Message(failed.status()), HasSubstr("Cannot allocate memory"));
+  EXPECT_EQ(ReadInt(fake_, "bus/pci/devices/0000:1a:00.0/sriov_numvfs").value_or(-1), 0);
+}
+
+class PrepareDeviceTest : public ActionsTest {
+ protected:
+  DeviceSet Build(const std::string& yaml) {
+    auto discoverer = NewDiscoverer({.sysfs_root = fake_.Root(),
+                                     .topology_xml = std::string(DEVLET_DEVICES_TESTDATA) +
+                                                     "/dgx-2s-8gpu-2nic.xml"});
+    auto inventory = discoverer->Discover();
+    EXPECT_OK(inventory);
+    auto config = ParseProfileConfig(yaml);
+    EXPECT_OK(config);
+    auto set = BuildDeviceSet(*inventory, *config);
+    EXPECT_OK(set);
+    return *set;
+  }
+  std::string Scratch(const std::string& name) {
+    return (std::filesystem::path(fake_.Root()) / name).string();
+  }
+};
+
+TEST_F(PrepareDeviceTest, VfDeviceCreatesVfsAndBindsItsVf) {
+  DeviceSet set = Build(
+      "profiles:\n- name: vf\n  kind: vf\n  match: {interfaces: [ens1f0np0]}\n  numVFs: 4\n  vfio: true\n");
+  const DraDevice* device = set.Find("vf-0-vf-2");
+  ASSERT_NE(device, nullptr);
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(std::vector<ActionRecord> done, preparer.Prepare(*device));
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].kind, ActionKind::kSriovNumVfs);
+  EXPECT_EQ(done[1].kind, ActionKind::kVfioBind);
+  EXPECT_EQ(done[1].device, "0000:1a:00.4");
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.4"), "vfio-pci");
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.3"), "mlx5_core");
+
+  ASSERT_OK(preparer.Unprepare(done));
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.4"), "mlx5_core");
+  EXPECT_TRUE(fake_.Exists("bus/pci/devices/0000:1a:00.4"));  // VFs stay for their siblings
+  ASSERT_OK(preparer.Undo(done[0]));
+  EXPECT_FALSE(fake_.Exists("bus/pci/devices/0000:1a:00.4"));
+}
+
+TEST_F(PrepareDeviceTest, InitAndCleanupCommandsAroundVfioBinding) {
+  const std::string out = Scratch("init.out");
+  const std::string yaml =
+      "profiles:\n- name: gpu\n  kind: gpu\n  vfio: true\n"
+      "  init: {command: [/bin/sh, -c, 'echo \"$DEVLET_DEVICE $DEVLET_PCI_ADDRESS\" > " + out + "']}\n"
+      "  cleanup: {command: [/bin/sh, -c, 'echo cleaned >> " + out + "']}\n";
+  DeviceSet set = Build(yaml);
+  const DraDevice* gpu = set.Find("gpu-0");
+  ASSERT_NE(gpu, nullptr);
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(std::vector<ActionRecord> done, preparer.Prepare(*gpu));
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "vfio-pci");
+  std::ifstream in(out);
+  std::stringstream content;
+  content << in.rdbuf();
+  EXPECT_EQ(content.str(), "gpu-0 0000:18:00.0\n");
+  EXPECT_THAT(journal_.Steps().back(), HasSubstr("run /bin/sh -c"));
+
+  ASSERT_OK(preparer.Unprepare(done));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");
+  std::ifstream again(out);
+  std::stringstream after;
+  after << again.rdbuf();
+  EXPECT_EQ(after.str(), "gpu-0 0000:18:00.0\ncleaned\n");
+}
+
+TEST_F(PrepareDeviceTest, FailingOrHangingInitRollsEverythingBack) {
+  const std::string marker = Scratch("cleanup.marker");
+  const std::string yaml =
+      "profiles:\n- name: gpu\n  kind: gpu\n  vfio: true\n"
+      "  init: {command: [/bin/sh, -c, 'echo no GPU firmware >&2; exit 4']}\n"
+      "  cleanup: {command: [/bin/sh, -c, 'touch " + marker + "']}\n"
+      "  attributes: {}\n";
+  DeviceSet set = Build(yaml);
+  Preparer preparer = MakePreparer();
+  auto result = preparer.Prepare(*set.Find("gpu-1"));
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(Message(result.status()),
+              HasSubstr("preparing gpu-1: init command for gpu-1: /bin/sh exited with status 4: no GPU firmware"));
+  EXPECT_EQ(fake_.BoundDriver("0000:19:00.0"), "nvidia");
+  EXPECT_TRUE(std::filesystem::exists(marker));
+
+  DraDevice hanging = *set.Find("gpu-2");
+  hanging.preparation.init = CommandLine{.argv = {"/bin/sleep", "30"}, .timeout_ms = 200};
+  hanging.preparation.cleanup.reset();
+  const auto start = std::chrono::steady_clock::now();
+  auto hung = preparer.Prepare(hanging);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_THAT(hung, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("did not finish")));
+  EXPECT_EQ(fake_.BoundDriver("0000:39:00.0"), "nvidia");
+}
+
+}  // namespace
+}  // namespace devlet::devices

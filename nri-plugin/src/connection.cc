@@ -230,8 +230,19 @@ void Connection::HandleRequest(uint32_t conn_id, TtrpcMessage message) {
     context.deadline = std::chrono::steady_clock::now() +
                        std::chrono::nanoseconds(request->timeout_nano());
   }
-  Enqueue([this, conn_id, handler, request, context = std::move(context)] {
+  const auto received = std::chrono::steady_clock::now();
+  Enqueue([this, conn_id, handler, request, context = std::move(context), received] {
+    const auto started = std::chrono::steady_clock::now();
     absl::StatusOr<std::string> reply = (*handler)(context, request->payload());
+    const log::Logger logger = log::Logger().V(4);
+    if (logger.Enabled()) {
+      const auto done = std::chrono::steady_clock::now();
+      logger.Info("ttrpc request served", "method", context.method, "bytes",
+                  request->payload().size(), "queuedUs",
+                  std::chrono::duration_cast<std::chrono::microseconds>(started - received).count(),
+                  "handlerUs",
+                  std::chrono::duration_cast<std::chrono::microseconds>(done - started).count());
+    }
     if (reply.ok()) {
       SendResponse(conn_id, context.stream_id, absl::OkStatus(), *reply);
     } else {

@@ -170,6 +170,8 @@ void Stub::RegisterServices() {
       s, "Synchronize",
       [this](const api::SynchronizeRequest& request) -> absl::StatusOr<api::SynchronizeResponse> {
         std::lock_guard<std::mutex> lock(sync_mu_);
+        log::Logger().V(3).Info("NRI Synchronize page", "pods", request.pods_size(), "containers",
+                                request.containers_size(), "more", request.more());
         for (const auto& pod : request.pods()) {
           sync_pods_.push_back(pod);
         }

@@ -1,0 +1,180 @@
+// devlet-nri-test-plugin: devlet's NRI handlers over an in-memory claims view, for the Go harness
+// against the real containerd/nri adaptation (integration/nri) and for the benchmark.
+//
+//   devlet-nri-test-plugin --socket /tmp/nri.sock --claims claims.json [--cdi-policy names]
+//       [--numa-cpus '0=0-3;1=4-7'] [--state-change-only] [--no-reconnect] [--name N --idx NN]
+//
+// Pre-launched (NRI_PLUGIN_SOCKET set by the runtime) it uses the inherited socket. A non-empty
+// Configure config replaces the claims (same JSON as --claims). Test hooks, driven by pod
+// annotations so that one plugin process serves every scenario:
+//   devlet.test/create-delay-ms: CreateContainer sleeps that long first (slow-handler scenario);
+//   devlet.test/report: when set, the adjustment carries annotations devlet.test/events (pod
+//     events seen, in order), devlet.test/registrations and devlet.test/synced (containers in
+//     the last Synchronize).
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+#include "devlet/nri/claims_view.h"
+#include "devlet/nri/devlet_plugin.h"
+#include "devlet/nri/stub.h"
+
+namespace devlet::nri {
+namespace {
+
+struct Flags {
+  std::string socket = kDefaultSocketPath;
+  std::string name = "devlet";
+  std::string idx = "10";
+  std::string claims;
+  std::string cdi_policy = "auto";
+  std::string numa_cpus;
+  bool state_change_only = false;
+  bool reconnect = true;
+  int verbosity = 0;
+};
+
+absl::Status LoadClaims(InMemoryClaimsView& view, std::string_view json) {
+  DEVLET_ASSIGN_OR_RETURN(auto claims, ParseClaimsJson(json));
+  for (auto& [uid, list] : claims) {
+    view.Set(uid, std::move(list));
+  }
+  return absl::OkStatus();
+}
+
+class TestPlugin {
+ public:
+  TestPlugin(InMemoryClaimsView* view, DevletPluginOptions options)
+      : view_(view), plugin_(view, std::move(options)) {}
+
+  Handlers MakeHandlers() {
+    Handlers h = plugin_.MakeHandlers();
+    auto configure = h.configure;
+    h.configure = [this, configure](const RuntimeInfo& runtime, std::string_view config) {
+      if (!config.empty()) {
+        DEVLET_RETURN_IF_ERROR(LoadClaims(*view_, config));
+      }
+      return configure(runtime, config);
+    };
+    auto synchronize = h.synchronize;
+    h.synchronize = [this, synchronize](const std::vector<api::PodSandbox>& pods,
+                                        const std::vector<api::Container>& containers) {
+      synced_ = static_cast<int>(containers.size());
+      return synchronize(pods, containers);
+    };
+    auto record = [this](const char* event, PodHandler next) -> PodHandler {
+      return [this, event, next](const api::PodSandbox& pod) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          std::string& seen = events_[pod.uid()];
+          seen += seen.empty() ? event : std::string(",") + event;
+        }
+        return next(pod);
+      };
+    };
+    h.run_pod_sandbox = record("RunPodSandbox", h.run_pod_sandbox);
+    h.stop_pod_sandbox = record("StopPodSandbox", h.stop_pod_sandbox);
+    h.remove_pod_sandbox = record("RemovePodSandbox", h.remove_pod_sandbox);
+    auto create = h.create_container;
+    h.create_container = [this, create](const api::PodSandbox& pod, const api::Container& ctr)
+        -> absl::StatusOr<api::CreateContainerResponse> {
+      auto delay = pod.annotations().find("devlet.test/create-delay-ms");
+      if (delay != pod.annotations().end()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(delay->second)));
+      }
+      DEVLET_ASSIGN_OR_RETURN(api::CreateContainerResponse response, create(pod, ctr));
+      if (pod.annotations().contains("devlet.test/report")) {
+        auto& annotations = *response.mutable_adjust()->mutable_annotations();
+        std::lock_guard<std::mutex> lock(mu_);
+        annotations["devlet.test/events"] = events_[pod.uid()];
+        annotations["devlet.test/registrations"] =
+            std::to_string(stub_ ? stub_->registrations() : -1);
+        annotations["devlet.test/synced"] = std::to_string(synced_.load());
+      }
+      return response;
+    };
+    return h;
+  }
+
+  void set_stub(Stub* stub) { stub_ = stub; }
+
+ private:
+  InMemoryClaimsView* view_;
+  DevletPlugin plugin_;
+  Stub* stub_ = nullptr;
+  std::atomic<int> synced_{-1};
+  std::mutex mu_;
+  std::map<std::string, std::string> events_;
+};
+
+absl::Status Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << arg << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--socket") flags.socket = value();
+    else if (arg == "--name") flags.name = value();
+    else if (arg == "--idx") flags.idx = value();
+    else if (arg == "--claims") flags.claims = value();
+    else if (arg == "--cdi-policy") flags.cdi_policy = value();
+    else if (arg == "--numa-cpus") flags.numa_cpus = value();
+    else if (arg == "--state-change-only") flags.state_change_only = true;
+    else if (arg == "--no-reconnect") flags.reconnect = false;
+    else if (arg == "-v") flags.verbosity = std::stoi(value());
+    else return InvalidArgument("unknown flag " + arg);
+  }
+  log::Configure({.verbosity = flags.verbosity});
+  InMemoryClaimsView view;
+  if (!flags.claims.empty()) {
+    std::ifstream file(flags.claims);
+    if (!file) {
+      return NotFound("cannot read --claims " + flags.claims);
+    }
+    std::stringstream text;
+    text << file.rdbuf();
+    DEVLET_RETURN_IF_ERROR(LoadClaims(view, text.str()));
+  }
+  DevletPluginOptions options;
+  DEVLET_ASSIGN_OR_RETURN(options.cdi_policy, ParseCdiPolicy(flags.cdi_policy));
+  std::stringstream numa(flags.numa_cpus);
+  for (std::string item; std::getline(numa, item, ';');) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return InvalidArgument("--numa-cpus entry \"" + item + "\" is not NODE=CPULIST");
+    }
+    options.numa_cpus[std::stoi(item.substr(0, eq))] = item.substr(eq + 1);
+  }
+  TestPlugin plugin(&view, options);
+  DEVLET_ASSIGN_OR_RETURN(auto stub, Stub::Create(plugin.MakeHandlers(),
+                                                  {.name = flags.name,
+                                                   .index = flags.idx,
+                                                   .socket_path = flags.socket,
+                                                   .reconnect = flags.reconnect,
+                                                   .min_backoff = std::chrono::milliseconds(20),
+                                                   .max_backoff = std::chrono::milliseconds(500),
+                                                   .state_change_only = flags.state_change_only}));
+  plugin.set_stub(stub.get());
+  return stub->Run();
+}
+
+}  // namespace
+}  // namespace devlet::nri
+
+int main(int argc, char** argv) {
+  absl::Status status = devlet::nri::Main(argc, argv);
+  if (!status.ok()) {
+    std::cerr << "devlet-nri-test-plugin: " << devlet::Message(status) << "\n";
+    return 1;
+  }
+  return 0;
+}

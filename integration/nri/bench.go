@@ -26,7 +26,8 @@ func measure(rt *fakeRuntime, n int, verify func(*api.CreateContainerResponse) b
 	p := pod("pod-bench", nil)
 	lat := make([]time.Duration, 0, n)
 	for i := 0; i < n+n/10; i++ {
-		c := container(p, fmt.Sprintf("c%d", i))
+		c := container(p, "app")
+		c.Id = fmt.Sprintf("%s-%d", c.Id, i)
 		start := time.Now()
 		rsp, err := rt.a.CreateContainer(ctx, &api.CreateContainerRequest{Pod: p, Container: c})
 		d := time.Since(start)
@@ -82,19 +83,20 @@ func runBench(bin, dir string, n int) {
 
 	rt2 := newRuntime(dir, filepath.Join(dir, "b2.sock"), nil, nil)
 	rt2.start("start")
-	g := startGoPlugin("gobench", "10", filepath.Join(dir, "b2.sock"), true)
+	g := startGoPluginProcess(filepath.Join(dir, "b2.sock"))
 	rt2.waitSync("bench go")
 	g50, g99 := measure(rt2, n, same)
+	grss := rssKiB(g.Process.Pid)
 	rt2.a.Stop()
-	stopGoPlugin(g)
+	stopPlugin(g)
 
 	fmt.Printf("CreateContainer round trip through containerd/nri adaptation, %d calls each (after %d warm-up)\n", n, n/10)
 	fmt.Printf("  no plugin        p50 %8v  p99 %8v\n", base50, base99)
 	fmt.Printf("  devlet (C++)     p50 %8v  p99 %8v\n", d50, d99)
-	fmt.Printf("  Go stub plugin   p50 %8v  p99 %8v\n", g50, g99)
+	fmt.Printf("  Go stub plugin   p50 %8v  p99 %8v  (own process, containerd/nri pkg/stub)\n", g50, g99)
 	if d50 > 0 && d99 > 0 {
 		fmt.Printf("  ratio Go/devlet  p50 %.2fx  p99 %.2fx\n", float64(g50)/float64(d50), float64(g99)/float64(d99))
 	}
-	fmt.Printf("  devlet plugin RSS after the run: %s\n", rss)
+	fmt.Printf("  RSS after the run: devlet %s, Go stub plugin %s\n", rss, grss)
 	check(d99 < time.Millisecond, "devlet p99 %v is not under 1 ms", d99)
 }

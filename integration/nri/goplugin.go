@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 
 	"github.com/containerd/nri/pkg/stub"
 )
@@ -33,4 +36,28 @@ func stopGoPlugin(r *runningGoPlugin) {
 	r.s.Stop()
 	r.cancel()
 	<-r.done
+}
+
+// goPluginMain is `nri-harness goplugin --socket S`: the benchmark's Go plugin as a process of its
+// own, like devlet's, so both pay the same process boundary.
+func goPluginMain(args []string) {
+	fs := flag.NewFlagSet("goplugin", flag.ExitOnError)
+	socket := fs.String("socket", "", "runtime socket")
+	idx := fs.String("idx", "10", "plugin index")
+	fs.Parse(args)
+	s, err := stub.New(&goPlugin{bench: true}, stub.WithPluginName("gobench"), stub.WithPluginIdx(*idx),
+		stub.WithSocketPath(*socket))
+	must(err, "go stub")
+	if err := s.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "goplugin:", err)
+	}
+}
+
+func startGoPluginProcess(socket string) *exec.Cmd {
+	self, err := os.Executable()
+	must(err, "self")
+	cmd := exec.Command(self, "goplugin", "--socket", socket)
+	cmd.Stderr = os.Stderr
+	must(cmd.Start(), "start go plugin process")
+	return cmd
 }

@@ -323,6 +323,10 @@ func main() {
 		os.Exit(2)
 	}
 	mode := os.Args[1]
+	if mode == "goplugin" {
+		goPluginMain(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	plugin := fs.String("plugin", "", "devlet-nri-test-plugin binary")
 	n := fs.Int("n", 5000, "benchmark iterations")

@@ -1,0 +1,264 @@
+// Differential test: devlet's DRA CEL engine against Kubernetes' (k8s.io/dynamic-resource-allocation
+// /cel v0.37.2, through the Go program celdiff-oracle in this folder).
+//
+// The oracle reads corpus.txt (devices and hand-written selectors), adds seeded random selectors
+// from a grammar (random.go), evaluates every selector against every device, and prints the
+// devices and the outcomes as JSON lines. This test compiles and evaluates the same selectors on
+// the same devices with dra::CompileSelector / dra::Match and fails on any disagreement in the
+// compile outcome (compiles or not), the result (match or not) or error-ness. Error texts and
+// runtime costs are compared too, but only reported.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devlet/cel/dra.h"
+#include "devlet/cel/quantity.h"
+#include "devlet/common/status.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+#ifndef CELDIFF_ORACLE
+#error "CELDIFF_ORACLE (path of the celdiff-oracle binary) must be defined by the build"
+#endif
+#ifndef CELDIFF_KNOWN
+#error "CELDIFF_KNOWN (path of known_disagreements.txt) must be defined by the build"
+#endif
+#ifndef CELDIFF_CORPUS
+#error "CELDIFF_CORPUS (path of corpus.txt) must be defined by the build"
+#endif
+
+namespace devlet::cel {
+namespace {
+
+using nlohmann::json;
+
+// Runs `command` and returns its standard output.
+absl::StatusOr<std::string> RunCommand(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return Internal("cannot run " + command);
+  std::string out;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  int rc = pclose(pipe);
+  if (rc != 0) return Internal(command + " exited with status " + std::to_string(rc));
+  return out;
+}
+
+struct Device {
+  std::string name;
+  std::unique_ptr<dra::SimpleDevice> view;
+};
+
+absl::StatusOr<std::vector<Device>> BuildDevices(const json& devices) {
+  std::vector<Device> out;
+  for (const json& d : devices) {
+    Device device;
+    device.name = d.at("name").get<std::string>();
+    device.view = std::make_unique<dra::SimpleDevice>(d.at("driver").get<std::string>());
+    if (d.contains("allowMultipleAllocations")) {
+      device.view->set_allow_multiple_allocations(d.at("allowMultipleAllocations").get<bool>());
+    }
+    for (const auto& [name, attr] : d.at("attributes").items()) {
+      if (attr.contains("int")) {
+        device.view->SetInt(name, attr.at("int").get<int64_t>());
+      } else if (attr.contains("bool")) {
+        device.view->SetBool(name, attr.at("bool").get<bool>());
+      } else if (attr.contains("string")) {
+        device.view->SetString(name, attr.at("string").get<std::string>());
+      } else if (attr.contains("version")) {
+        device.view->SetVersion(name, attr.at("version").get<std::string>());
+      } else if (attr.contains("ints")) {
+        device.view->SetInts(name, attr.at("ints").get<std::vector<int64_t>>());
+      } else if (attr.contains("bools")) {
+        device.view->SetBools(name, attr.at("bools").get<std::vector<bool>>());
+      } else if (attr.contains("strings")) {
+        device.view->SetStrings(name, attr.at("strings").get<std::vector<std::string>>());
+      } else if (attr.contains("versions")) {
+        device.view->SetVersions(name, attr.at("versions").get<std::vector<std::string>>());
+      } else {
+        return InvalidArgument("device " + device.name + ": attribute " + name + ": unknown type");
+      }
+    }
+    for (const auto& [name, quantity] : d.at("capacity").items()) {
+      DEVLET_RETURN_IF_ERROR(device.view->SetCapacity(name, quantity.get<std::string>()));
+    }
+    out.push_back(std::move(device));
+  }
+  return out;
+}
+
+// Known disagreements (known_disagreements.txt): exact expressions grouped under "reason:" lines.
+// A listed expression that disagrees is tolerated; one that agrees everywhere, or that no longer
+// occurs in the run, fails the test so that the list only ever shrinks with the engine's fixes.
+struct Known {
+  std::map<std::string, std::string> reason_by_expr;
+  std::map<std::string, bool> disagreed;  // expr -> disagreed at least once in this run
+};
+
+absl::StatusOr<Known> LoadKnown(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return NotFound("cannot read " + path);
+  Known known;
+  std::string reason;
+  char buffer[1 << 16];
+  while (fgets(buffer, sizeof(buffer), f) != nullptr) {
+    std::string line(buffer);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind("reason:", 0) == 0) {
+      reason = line.substr(7);
+      continue;
+    }
+    if (reason.empty()) {
+      fclose(f);
+      return InvalidArgument("known disagreement without a reason: " + line);
+    }
+    known.reason_by_expr[line] = reason;
+  }
+  fclose(f);
+  return known;
+}
+
+struct Tally {
+  int expressions = 0;
+  int evaluations = 0;
+  int compile_errors = 0;
+  int matches = 0;
+  int non_matches = 0;
+  int errors = 0;
+  int disagreements = 0;
+  int known = 0;
+  int message_differences = 0;
+  int cost_differences = 0;
+};
+
+void RunDifferential(int random, int seed, bool with_corpus, Known* known) {
+  std::string command = std::string(CELDIFF_ORACLE) + " eval -corpus '" + CELDIFF_CORPUS +
+                        "' -random " + std::to_string(random) + " -seed " + std::to_string(seed) +
+                        (with_corpus ? "" : " -selectors=false");
+  absl::StatusOr<std::string> output = RunCommand(command);
+  ASSERT_TRUE(output.ok()) << output.status();
+
+  std::vector<json> lines;
+  size_t start = 0;
+  while (start < output->size()) {
+    size_t end = output->find('\n', start);
+    if (end == std::string::npos) end = output->size();
+    if (end > start) lines.push_back(json::parse(output->substr(start, end - start)));
+    start = end + 1;
+  }
+  ASSERT_FALSE(lines.empty());
+  absl::StatusOr<std::vector<Device>> devices = BuildDevices(lines[0].at("devices"));
+  ASSERT_TRUE(devices.ok()) << devices.status();
+
+  std::map<std::string, Tally> tallies;  // "corpus" / "random"
+  int reported = 0;
+  // CELDIFF_DUMP=FILE appends every disagreement to FILE (a starting point for the known list).
+  const char* dump_path = std::getenv("CELDIFF_DUMP");
+  FILE* dump = dump_path != nullptr ? fopen(dump_path, "a") : nullptr;
+  auto report = [&reported, dump](const std::string& text) {
+    if (dump != nullptr) fprintf(dump, "%s\n", text.c_str());
+    if (++reported <= 60) ADD_FAILURE() << text;
+  };
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const json& line = lines[i];
+    const std::string expr = line.at("expr").get<std::string>();
+    const std::string source = line.at("source").get<std::string>();
+    Tally& t = tallies[source.substr(0, source.find(':'))];
+    ++t.expressions;
+    absl::StatusOr<Program> program = dra::CompileSelector(expr);
+    const bool go_compiles = !line.contains("compileError");
+    if (!go_compiles) ++t.compile_errors;
+    auto known_it = known->reason_by_expr.find(expr);
+    const bool is_known = known_it != known->reason_by_expr.end();
+    if (is_known) known->disagreed.try_emplace(expr, false);
+    if (go_compiles != program.ok()) {
+      if (is_known) {
+        known->disagreed[expr] = true;
+        ++t.known;
+        continue;
+      }
+      ++t.disagreements;
+      report(source + ": `" + expr + "`: compile outcome differs: kubernetes " +
+             (go_compiles ? "compiles" : "fails: " + line.at("compileError").get<std::string>()) +
+             "; devlet " + (program.ok() ? "compiles" : "fails: " + Message(program.status())));
+      continue;
+    }
+    if (!go_compiles) continue;
+    const json& results = line.at("results");
+    for (size_t d = 0; d < devices->size(); ++d) {
+      const json& want = results.at(d);
+      const Device& device = (*devices)[d];
+      ++t.evaluations;
+      uint64_t cost = 0;
+      absl::StatusOr<bool> got = dra::Match(*program, *device.view, {}, &cost);
+      std::string want_text;
+      bool agree;
+      if (want.contains("error")) {
+        ++t.errors;
+        want_text = "error: " + want.at("error").get<std::string>();
+        agree = !got.ok();
+        if (agree && Message(got.status()).find(want.at("error").get<std::string>()) ==
+                         std::string::npos) {
+          ++t.message_differences;
+        }
+      } else {
+        bool match = want.at("match").get<bool>();
+        ++(match ? t.matches : t.non_matches);
+        want_text = match ? "true" : "false";
+        agree = got.ok() && *got == match;
+      }
+      if (agree && want.contains("cost") && want.at("cost").get<uint64_t>() != cost) {
+        if (++t.cost_differences <= 5) {
+          std::printf("cost differs: %s on %s: kubernetes %llu, devlet %llu\n", expr.c_str(),
+                      device.name.c_str(),
+                      static_cast<unsigned long long>(want.at("cost").get<uint64_t>()),
+                      static_cast<unsigned long long>(cost));
+        }
+      }
+      if (!agree && is_known) {
+        known->disagreed[expr] = true;
+        ++t.known;
+      } else if (!agree) {
+        ++t.disagreements;
+        report(source + ": `" + expr + "` on " + device.name + ": kubernetes " + want_text +
+               "; devlet " + (got.ok() ? (*got ? "true" : "false") : "error: " + Message(got.status())));
+      }
+    }
+  }
+  for (const auto& [kind, t] : tallies) {
+    std::printf(
+        "celdiff %-6s: %d expressions (%d fail to compile), %d evaluations (%d match, %d no "
+        "match, %d error): %d disagreements, %d known; informational: %d error texts and %d "
+        "runtime costs differ\n",
+        kind.c_str(), t.expressions, t.compile_errors, t.evaluations, t.matches, t.non_matches,
+        t.errors, t.disagreements, t.known, t.message_differences, t.cost_differences);
+  }
+  if (dump != nullptr) fclose(dump);
+  if (reported > 60) ADD_FAILURE() << (reported - 60) << " more disagreements not shown";
+}
+
+TEST(CelDiffTest, CorpusAndSeededRandomSelectorsAgreeWithKubernetes) {
+  absl::StatusOr<Known> known = LoadKnown(CELDIFF_KNOWN);
+  ASSERT_TRUE(known.ok()) << known.status();
+  // The corpus, then random selectors from three seeds.
+  RunDifferential(/*random=*/2000, /*seed=*/1, /*with_corpus=*/true, &*known);
+  RunDifferential(/*random=*/1000, /*seed=*/2, /*with_corpus=*/false, &*known);
+  RunDifferential(/*random=*/1000, /*seed=*/3, /*with_corpus=*/false, &*known);
+  for (const auto& [expr, reason] : known->reason_by_expr) {
+    auto it = known->disagreed.find(expr);
+    if (it == known->disagreed.end()) {
+      ADD_FAILURE() << "known_disagreements.txt lists an expression that no longer occurs: " << expr;
+    } else if (!it->second) {
+      ADD_FAILURE() << "known_disagreements.txt lists an expression that now agrees with "
+                    << "Kubernetes (remove it): " << expr;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace devlet::cel

@@ -1,0 +1,94 @@
+package main
+
+// `celdiff-oracle eval`: evaluates every selector of the corpus (plus seeded random ones) against
+// every corpus device with the real Kubernetes DRA CEL environment
+// (k8s.io/dynamic-resource-allocation/cel, StoredExpressions, ConsumableCapacity and
+// ListTypeAttributes on, default cost limit) and prints JSON lines:
+//
+//	{"devices": [...]}                                       first line
+//	{"expr": "...", "source": "corpus:12", "compileError": "...", "results": [...]}
+//
+// where each result is {"match": bool, "cost": n} or {"error": "...", "cost": n}.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+
+	resourceapi "k8s.io/api/resource/v1"
+	dracel "k8s.io/dynamic-resource-allocation/cel"
+)
+
+func toQualified(d *corpusDevice) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	out := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.Attributes))
+	for name, a := range d.Attributes {
+		out[resourceapi.QualifiedName(name)] = a
+	}
+	return out
+}
+
+type evalResult struct {
+	Match *bool  `json:"match,omitempty"`
+	Error string `json:"error,omitempty"`
+	Cost  uint64 `json:"cost"`
+}
+
+type evalLine struct {
+	Expr         string       `json:"expr"`
+	Source       string       `json:"source"`
+	CompileError string       `json:"compileError,omitempty"`
+	MaxCost      uint64       `json:"maxCost,omitempty"`
+	Results      []evalResult `json:"results,omitempty"`
+}
+
+func evalCorpus(path string, random int, seed int64, withCorpus bool) error {
+	c, err := readCorpus(path)
+	if err != nil {
+		return err
+	}
+	var selectors []corpusSelector
+	if withCorpus {
+		selectors = append(selectors, c.Selectors...)
+	}
+	selectors = append(selectors, randomSelectors(random, seed, c.Devices)...)
+
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]any{"devices": c.Devices}); err != nil {
+		return err
+	}
+	compiler := dracel.GetCompiler(dracel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true})
+	ctx := context.Background()
+	for _, sel := range selectors {
+		line := evalLine{Expr: sel.Expr, Source: sel.Source}
+		result := compiler.CompileCELExpression(sel.Expr, dracel.Options{})
+		if result.Error != nil {
+			line.CompileError = result.Error.Error()
+		} else {
+			line.MaxCost = result.MaxCost
+			for _, d := range c.Devices {
+				dev := dracel.Device{Driver: d.Driver, AllowMultipleAllocations: d.AllowMultipleAllocations,
+					Attributes: toQualified(d), Capacity: d.capacity}
+				match, details, err := result.DeviceMatches(ctx, dev)
+				r := evalResult{}
+				if details != nil && details.ActualCost() != nil {
+					r.Cost = *details.ActualCost()
+				}
+				if err != nil {
+					r.Error = err.Error()
+				} else {
+					m := match
+					r.Match = &m
+				}
+				line.Results = append(line.Results, r)
+			}
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}

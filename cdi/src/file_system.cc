@@ -1,0 +1,217 @@
+#include "devlet/cdi/file_system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "devlet/common/status.h"
+
+namespace devlet::cdi {
+namespace {
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+absl::Status Errno(int error, std::string_view what, std::string_view path) {
+  return ErrnoToStatus(error, std::string(what) + " " + Quote(path));
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Errno(errno, "open", path);
+    std::string out;
+    char buffer[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        const int error = errno;
+        ::close(fd);
+        return Errno(error, "read", path);
+      }
+      if (n == 0) break;
+      out.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return out;
+  }
+
+  absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
+                                     const std::string& suffix, mode_t mode,
+                                     std::string* path) override {
+    std::string name = dir + "/" + prefix + "XXXXXX" + suffix;
+    const int fd = ::mkostemps(name.data(), static_cast<int>(suffix.size()), O_CLOEXEC);
+    if (fd < 0) return Errno(errno, "create a temporary file in", dir);
+    if (::fchmod(fd, mode) != 0) {
+      const int error = errno;
+      ::close(fd);
+      ::unlink(name.c_str());
+      return Errno(error, "chmod", name);
+    }
+    *path = name;
+    return fd;
+  }
+
+  absl::Status Write(int fd, std::string_view data, const std::string& path) override {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Errno(errno, "write", path);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Sync(int fd, const std::string& path) override {
+    if (::fsync(fd) != 0) return Errno(errno, "fsync", path);
+    return absl::OkStatus();
+  }
+
+  absl::Status Close(int fd, const std::string& path) override {
+    if (::close(fd) != 0) return Errno(errno, "close", path);
+    return absl::OkStatus();
+  }
+
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoToStatus(errno, "rename " + Quote(from) + " to " + Quote(to));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SyncDir(const std::string& dir) override {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Errno(errno, "open directory", dir);
+    const int rc = ::fsync(fd);
+    const int error = errno;
+    ::close(fd);
+    if (rc != 0) return Errno(error, "fsync directory", dir);
+    return absl::OkStatus();
+  }
+
+  absl::Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return Errno(errno, "remove", path);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<DirEntry>> ListDir(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return Errno(errno, "open directory", dir);
+    std::vector<DirEntry> out;
+    errno = 0;
+    while (const dirent* entry = ::readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      DirEntry e{.name = name};
+      struct stat st {};
+      if (::stat((dir + "/" + name).c_str(), &st) == 0) {
+        e.is_regular = S_ISREG(st.st_mode);
+        e.is_directory = S_ISDIR(st.st_mode);
+      }
+      out.push_back(std::move(e));
+      errno = 0;
+    }
+    const int error = errno;
+    ::closedir(d);
+    if (error != 0) return Errno(error, "read directory", dir);
+    std::sort(out.begin(), out.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+    return out;
+  }
+
+  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
+    if (dir.empty()) return absl::OkStatus();
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+      return FailedPrecondition(Quote(dir) + " exists and is not a directory");
+    }
+    const std::string parent = DirName(dir);
+    if (parent != dir) {
+      DEVLET_RETURN_IF_ERROR(MakeDirs(parent, mode));
+    }
+    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
+      return Errno(errno, "create directory", dir);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+FileSystem& RealFileSystem() {
+  static PosixFileSystem* fs = new PosixFileSystem();
+  return *fs;
+}
+
+absl::Status WriteFileAtomically(FileSystem& fs, const std::string& path, std::string_view data,
+                                 const AtomicWriteOptions& options) {
+  const std::string dir = DirName(path);
+  const std::string base = BaseName(path);
+  if (base.empty()) {
+    return InvalidArgument("write " + Quote(path) + ": not a file name");
+  }
+  if (options.create_dirs) {
+    DEVLET_RETURN_IF_ERROR(fs.MakeDirs(dir, options.dir_mode));
+  }
+  std::string temp;
+  DEVLET_ASSIGN_OR_RETURN(int fd, fs.CreateTempFile(dir, "." + base + ".", ".tmp", options.mode,
+                                                    &temp));
+  auto fail = [&](const absl::Status& status, bool close_fd) {
+    if (close_fd) (void)fs.Close(fd, temp);
+    (void)fs.Remove(temp);
+    return WithContext(status, "write " + Quote(path));
+  };
+  if (absl::Status s = fs.Write(fd, data, temp); !s.ok()) return fail(s, true);
+  if (absl::Status s = fs.Sync(fd, temp); !s.ok()) return fail(s, true);
+  if (absl::Status s = fs.Close(fd, temp); !s.ok()) return fail(s, false);
+  if (absl::Status s = fs.Rename(temp, path); !s.ok()) return fail(s, false);
+  if (absl::Status s = fs.SyncDir(dir); !s.ok()) {
+    // The new file is in place; only its durability across a power loss is in doubt.
+    return WithContext(s, "write " + Quote(path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RemoveTempFiles(FileSystem& fs, const std::string& dir,
+                                    std::string_view base_prefix) {
+  auto entries = fs.ListDir(dir);
+  if (!entries.ok()) {
+    if (absl::IsNotFound(entries.status())) return 0;
+    return entries.status();
+  }
+  const std::string prefix = "." + std::string(base_prefix);
+  int removed = 0;
+  for (const DirEntry& entry : *entries) {
+    if (!entry.is_regular || !entry.name.starts_with(prefix) || !entry.name.ends_with(".tmp")) {
+      continue;
+    }
+    absl::Status s = fs.Remove(dir + "/" + entry.name);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    if (s.ok()) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace devlet::cdi

@@ -1,0 +1,84 @@
+// File: devlet/state/checkpoint.h
+//
+// The node's prepared-claim state: what devlet prepared for which ResourceClaim, recorded before
+// and after the work so that a crash at any point can be converged from. The DRA kubelet plugin
+// writes it; the NRI plugin reads it ("what did pod X get"). See store.h for the file on disk.
+//
+// On-disk encoding (one JSON object, one line):
+//   {"kind":"DevletCheckpoint","version":1,"checksum":"crc32:<8 hex>","data":{"claims":{...}}}
+// The checksum covers the compact serialization of "data". A file that is truncated, does not
+// parse, or whose checksum does not match is reported as kDataLoss, never silently dropped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace devlet::state {
+
+// kCheckpointVersion is the format version this build writes and reads.
+inline constexpr int kCheckpointVersion = 1;
+
+// ClaimState is how far preparing a claim got.
+enum class ClaimState {
+  kPrepareStarted,    // recorded before any side effect: the work may be partly done
+  kPrepareCompleted,  // every device, CDI spec and file is in place
+};
+
+// ClaimStateName returns "PrepareStarted" or "PrepareCompleted" (the names used on disk).
+std::string_view ClaimStateName(ClaimState state);
+
+// PreparedDevice is one allocated device as prepared for a claim.
+struct PreparedDevice {
+  std::string driver;
+  std::string pool;
+  std::string device;
+  std::vector<std::string> requests;        // request names served ("req" or "req/sub")
+  std::vector<std::string> cdi_device_ids;  // "vendor/class=name", as returned to the kubelet
+  std::string share_id;                     // empty unless allocated with a share ID
+  // Generic facts about the device, e.g. "numaNode" -> "0",
+  // "resource.kubernetes.io/pciBusID" -> "0000:3b:00.0", "cpus" -> "0-7".
+  std::map<std::string, std::string> attributes;
+
+  bool operator==(const PreparedDevice&) const = default;
+};
+
+// PreparedClaim is everything recorded about one claim.
+struct PreparedClaim {
+  std::string uid;        // ResourceClaim metadata.uid: the key
+  std::string namespace_name;
+  std::string name;
+  ClaimState state = ClaimState::kPrepareStarted;
+  std::vector<std::string> pod_uids;        // pods the claim is reserved for (status.reservedFor)
+  std::vector<PreparedDevice> devices;
+  std::vector<std::string> files;           // host files written for the claim (CDI specs,
+                                            // metadata files): removed on unprepare
+  std::string applied_config;               // the opaque configuration applied (JSON text)
+  std::map<std::string, std::string> annotations;  // anything else a plugin needs to keep
+
+  bool operator==(const PreparedClaim&) const = default;
+};
+
+// Checkpoint is the whole prepared-claim state of the node.
+struct Checkpoint {
+  std::map<std::string, PreparedClaim> claims;  // by claim UID
+
+  bool operator==(const Checkpoint&) const = default;
+};
+
+// EncodeCheckpoint serializes `checkpoint` with its version and checksum.
+std::string EncodeCheckpoint(const Checkpoint& checkpoint);
+
+// DecodeCheckpoint parses and verifies a checkpoint file's contents. Truncated, unparsable or
+// checksum-mismatched data is kDataLoss; a version from a newer devlet is kFailedPrecondition.
+// `source` (a path) is used in messages.
+absl::StatusOr<Checkpoint> DecodeCheckpoint(std::string_view data, std::string_view source = "");
+
+// Crc32 is the IEEE CRC-32 (as zlib's crc32) of `data`.
+std::uint32_t Crc32(std::string_view data);
+
+}  // namespace devlet::state

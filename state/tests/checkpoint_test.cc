@@ -1,0 +1,85 @@
+#include "devlet/state/checkpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "devlet/common/testing/status_matchers.h"
+
+namespace devlet::state {
+namespace {
+
+using ::devlet::testing::IsOkAndHolds;
+using ::devlet::testing::StatusIs;
+using ::testing::HasSubstr;
+
+Checkpoint Sample() {
+  Checkpoint c;
+  PreparedClaim claim{.uid = "6f1c2a9e-0b7d-4c1e-9a35-1d2e3f4a5b6c",
+                      .namespace_name = "vms",
+                      .name = "vm1-gpu",
+                      .state = ClaimState::kPrepareCompleted,
+                      .pod_uids = {"pod-1"},
+                      .files = {"/var/run/cdi/k8s.devlet.dev-claim_6f1c.json"},
+                      .applied_config = R"({"sharing":"none"})",
+                      .annotations = {{"podClaimName", "gpu"}}};
+  claim.devices.push_back({.driver = "devlet.dev",
+                           .pool = "node-a",
+                           .device = "gpu-0",
+                           .requests = {"gpu"},
+                           .cdi_device_ids = {"k8s.devlet.dev/claim=6f1c-gpu-0"},
+                           .attributes = {{"numaNode", "0"},
+                                          {"resource.kubernetes.io/pciBusID", "0000:3b:00.0"}}});
+  c.claims[claim.uid] = claim;
+  PreparedClaim started{.uid = "u2", .namespace_name = "ns", .name = "c2"};
+  c.claims[started.uid] = started;
+  return c;
+}
+
+TEST(CheckpointTest, RoundTrip) {
+  const std::string text = EncodeCheckpoint(Sample());
+  EXPECT_THAT(text, HasSubstr("\"kind\":\"DevletCheckpoint\",\"version\":1,\"checksum\":\"crc32:"));
+  EXPECT_THAT(DecodeCheckpoint(text), IsOkAndHolds(Sample()));
+  EXPECT_THAT(DecodeCheckpoint(EncodeCheckpoint({})), IsOkAndHolds(Checkpoint{}));
+}
+
+TEST(CheckpointTest, Crc32MatchesZlib) {
+  EXPECT_EQ(Crc32(""), 0u);
+  EXPECT_EQ(Crc32("123456789"), 0xCBF43926u);
+}
+
+// Every proper prefix of a checkpoint is detected as corrupted.
+TEST(CheckpointTest, EveryTruncationIsDataLoss) {
+  const std::string text = EncodeCheckpoint(Sample());
+  // The trailing newline is not part of the JSON, so the last two prefixes still parse.
+  for (size_t n = 0; n + 1 < text.size(); ++n) {
+    EXPECT_THAT(DecodeCheckpoint(text.substr(0, n), "/x/checkpoint.json"),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("/x/checkpoint.json")))
+        << "prefix " << n;
+  }
+}
+
+// Flipping any byte inside "data" breaks the checksum (or the JSON); never a silent change.
+TEST(CheckpointTest, EveryByteFlipInDataIsDetected) {
+  const std::string text = EncodeCheckpoint(Sample());
+  const size_t start = text.find("\"data\":") + 7;
+  for (size_t i = start; i + 2 < text.size(); ++i) {
+    std::string bad = text;
+    bad[i] = static_cast<char>(bad[i] ^ 0x01);
+    EXPECT_THAT(DecodeCheckpoint(bad), StatusIs(absl::StatusCode::kDataLoss)) << "byte " << i;
+  }
+}
+
+TEST(CheckpointTest, Rejects) {
+  EXPECT_THAT(DecodeCheckpoint("{}"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("kind")));
+  EXPECT_THAT(DecodeCheckpoint(R"({"kind":"DevletCheckpoint","version":9,"data":{}})"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version 9")));
+  std::string text = EncodeCheckpoint(Sample());
+  text.replace(text.find("crc32:") + 6, 8, "00000000");
+  EXPECT_THAT(DecodeCheckpoint(text),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum mismatch")));
+}
+
+}  // namespace
+}  // namespace devlet::state

@@ -101,6 +101,8 @@ struct FunctionDef {
   uint32_t library;    // Library bit, 0 = standard
   CostFn cost;         // nullptr: 1
   Type::Kind result;   // for the checker; kDyn = unknown / depends on arguments
+  uint8_t min_args;    // argument counts, the receiver included
+  uint8_t max_args;
 };
 
 // Lookup by name and call style, filtered by enabled libraries.

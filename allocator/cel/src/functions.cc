@@ -625,13 +625,11 @@ Val Quote(Ctx& ctx, const Val* a, uint32_t n) {
 }
 
 // format(): %s %d %f %e %b %o %x %X %% with optional precision (cel-go ext/formatting.go).
-bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* err, bool nested) {
+bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* err, bool /*nested*/) {
   switch (v.kind) {
     case VK::kString:
-      *out += nested ? QuoteString(v.str()) : std::string(v.str());
-      return true;
-    case VK::kBytes:
-      *out += nested ? "b" + QuoteString(v.str()) : std::string(v.str());
+    case VK::kBytes:  // bare, also inside lists and maps (cel-go)
+      *out += std::string(v.str());
       return true;
     case VK::kInt: *out += std::to_string(v.i); return true;
     case VK::kUint: *out += std::to_string(v.u); return true;
@@ -1036,79 +1034,79 @@ constexpr uint32_t kStd = 0;
 
 std::vector<FunctionDef> StandardFunctions() {
   return {
-      {"_+_", Add, true, false, kStd, nullptr, K::kDyn},
-      {"_-_", Sub, true, false, kStd, nullptr, K::kDyn},
-      {"_*_", Mul, true, false, kStd, nullptr, K::kDyn},
-      {"_/_", Div, true, false, kStd, nullptr, K::kDyn},
-      {"_%_", Mod, true, false, kStd, nullptr, K::kDyn},
-      {"-_", Neg, true, false, kStd, nullptr, K::kDyn},
-      {"!_", Not, true, false, kStd, nullptr, K::kBool},
-      {"_==_", Eq, true, false, kStd, EqCost, K::kBool},
-      {"_!=_", Ne, true, false, kStd, EqCost, K::kBool},
-      {"_<_", Relation<0>, true, false, kStd, RelCost, K::kBool},
-      {"_<=_", Relation<1>, true, false, kStd, RelCost, K::kBool},
-      {"_>_", Relation<2>, true, false, kStd, RelCost, K::kBool},
-      {"_>=_", Relation<3>, true, false, kStd, RelCost, K::kBool},
-      {"@in", In, true, false, kStd, InCost, K::kBool},
-      {"size", Size, true, true, kStd, nullptr, K::kInt},
-      {"contains", Contains, false, true, kStd, ContainsCost, K::kBool},
-      {"startsWith", StartsWith, false, true, kStd, Arg1TraverseCost, K::kBool},
-      {"endsWith", EndsWith, false, true, kStd, Arg1TraverseCost, K::kBool},
-      {"matches", Matches, true, true, kStd, MatchesCost, K::kBool},
-      {"int", ToInt, true, false, kStd, nullptr, K::kInt},
-      {"uint", ToUint, true, false, kStd, nullptr, K::kUint},
-      {"double", ToDouble, true, false, kStd, nullptr, K::kDouble},
-      {"string", ToString, true, false, kStd, Arg0TraverseCost, K::kString},
-      {"bytes", ToBytes, true, false, kStd, Arg0TraverseCost, K::kBytes},
-      {"bool", ToBool, true, false, kStd, nullptr, K::kBool},
-      {"dyn", Dyn, true, false, kStd, nullptr, K::kDyn},
-      {"type", TypeOf, true, false, kStd, nullptr, K::kType},
+      {"_+_", Add, true, false, kStd, nullptr, K::kDyn, 2, 2},
+      {"_-_", Sub, true, false, kStd, nullptr, K::kDyn, 2, 2},
+      {"_*_", Mul, true, false, kStd, nullptr, K::kDyn, 2, 2},
+      {"_/_", Div, true, false, kStd, nullptr, K::kDyn, 2, 2},
+      {"_%_", Mod, true, false, kStd, nullptr, K::kDyn, 2, 2},
+      {"-_", Neg, true, false, kStd, nullptr, K::kDyn, 1, 1},
+      {"!_", Not, true, false, kStd, nullptr, K::kBool, 1, 1},
+      {"_==_", Eq, true, false, kStd, EqCost, K::kBool, 2, 2},
+      {"_!=_", Ne, true, false, kStd, EqCost, K::kBool, 2, 2},
+      {"_<_", Relation<0>, true, false, kStd, RelCost, K::kBool, 2, 2},
+      {"_<=_", Relation<1>, true, false, kStd, RelCost, K::kBool, 2, 2},
+      {"_>_", Relation<2>, true, false, kStd, RelCost, K::kBool, 2, 2},
+      {"_>=_", Relation<3>, true, false, kStd, RelCost, K::kBool, 2, 2},
+      {"@in", In, true, false, kStd, InCost, K::kBool, 2, 2},
+      {"size", Size, true, true, kStd, nullptr, K::kInt, 1, 1},
+      {"contains", Contains, false, true, kStd, ContainsCost, K::kBool, 2, 2},
+      {"startsWith", StartsWith, false, true, kStd, Arg1TraverseCost, K::kBool, 2, 2},
+      {"endsWith", EndsWith, false, true, kStd, Arg1TraverseCost, K::kBool, 2, 2},
+      {"matches", Matches, true, true, kStd, MatchesCost, K::kBool, 2, 2},
+      {"int", ToInt, true, false, kStd, nullptr, K::kInt, 1, 1},
+      {"uint", ToUint, true, false, kStd, nullptr, K::kUint, 1, 1},
+      {"double", ToDouble, true, false, kStd, nullptr, K::kDouble, 1, 1},
+      {"string", ToString, true, false, kStd, Arg0TraverseCost, K::kString, 1, 1},
+      {"bytes", ToBytes, true, false, kStd, Arg0TraverseCost, K::kBytes, 1, 1},
+      {"bool", ToBool, true, false, kStd, nullptr, K::kBool, 1, 1},
+      {"dyn", Dyn, true, false, kStd, nullptr, K::kDyn, 1, 1},
+      {"type", TypeOf, true, false, kStd, nullptr, K::kType, 1, 1},
       // Optionals.
-      {"optional.of", OptionalOf, true, false, kOptionalsLibrary, nullptr, K::kDyn},
-      {"optional.none", OptionalNone, true, false, kOptionalsLibrary, nullptr, K::kDyn},
-      {"optional.ofNonZeroValue", OptionalOfNonZero, true, false, kOptionalsLibrary, nullptr, K::kDyn},
-      {"hasValue", HasValue, false, true, kOptionalsLibrary, nullptr, K::kBool},
-      {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn},
-      {"or", OptOr, false, true, kOptionalsLibrary, nullptr, K::kDyn},
-      {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn},
+      {"optional.of", OptionalOf, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"optional.none", OptionalNone, true, false, kOptionalsLibrary, nullptr, K::kDyn, 0, 0},
+      {"optional.ofNonZeroValue", OptionalOfNonZero, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"hasValue", HasValue, false, true, kOptionalsLibrary, nullptr, K::kBool, 1, 1},
+      {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"or", OptOr, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
+      {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
       // Strings v2.
-      {"charAt", CharAt, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost, K::kInt},
+      {"charAt", CharAt, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 2, 2},
+      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost, K::kInt, 2, 3},
       {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost,
-       K::kInt},
-      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"upperAscii", UpperAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"replace", Replace, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"split", Split, false, true, kStringsLibrary, SplitCost, K::kList},
-      {"substring", Substring, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"trim", Trim, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"join", Join, false, true, kStringsLibrary, ListSizeCost, K::kString},
-      {"format", Format, false, true, kStringsLibrary, Arg0TraverseCost, K::kString},
-      {"strings.quote", Quote, true, false, kStringsLibrary, Arg0TraverseCost, K::kString},
+       K::kInt, 2, 3},
+      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
+      {"upperAscii", UpperAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
+      {"replace", Replace, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 3, 4},
+      {"split", Split, false, true, kStringsLibrary, SplitCost, K::kList, 2, 3},
+      {"substring", Substring, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 2, 3},
+      {"trim", Trim, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
+      {"join", Join, false, true, kStringsLibrary, ListSizeCost, K::kString, 1, 2},
+      {"format", Format, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 2, 2},
+      {"strings.quote", Quote, true, false, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
       // Lists v3.
-      {"slice", Slice, false, true, kListsLibrary, ListSizeCost, K::kDyn},
-      {"flatten", Flatten, false, true, kListsLibrary, ListSizeCost, K::kList},
-      {"distinct", Distinct, false, true, kListsLibrary, ListSizeCost, K::kDyn},
-      {"lists.range", Range, true, false, kListsLibrary, nullptr, K::kList},
-      {"reverse", Reverse, false, true, kListsLibrary, ListSizeCost, K::kDyn},
-      {"sort", Sort, false, true, kListsLibrary, ListSizeCost, K::kDyn},
-      {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, ListSizeCost, K::kDyn},
+      {"slice", Slice, false, true, kListsLibrary, ListSizeCost, K::kDyn, 3, 3},
+      {"flatten", Flatten, false, true, kListsLibrary, ListSizeCost, K::kList, 1, 2},
+      {"distinct", Distinct, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"lists.range", Range, true, false, kListsLibrary, nullptr, K::kList, 1, 1},
+      {"reverse", Reverse, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"sort", Sort, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, ListSizeCost, K::kDyn, 2, 2},
       // Sets.
-      {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool},
-      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsCost, K::kBool},
-      {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool},
+      {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
+      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
+      {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
       // Kubernetes lists.
-      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, ListSizeCost, K::kBool},
-      {"sum", Sum, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn},
-      {"min", Min, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn},
-      {"max", Max, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn},
+      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, ListSizeCost, K::kBool, 1, 1},
+      {"sum", Sum, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"min", Min, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"max", Max, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn, 1, 1},
       // Kubernetes regex.
-      {"find", Find, false, true, kRegexLibrary, MatchesCost, K::kString},
-      {"findAll", FindAll, false, true, kRegexLibrary, MatchesCost, K::kList},
+      {"find", Find, false, true, kRegexLibrary, MatchesCost, K::kString, 2, 2},
+      {"findAll", FindAll, false, true, kRegexLibrary, MatchesCost, K::kList, 2, 3},
       // DRA includes.
-      {"includes", Includes, false, true, kIncludesLibrary, IncludesCost, K::kBool},
+      {"includes", Includes, false, true, kIncludesLibrary, IncludesCost, K::kBool, 2, 2},
       // Macro helpers.
-      {"cel.@mapInsert", MapInsert, true, false, kStd, nullptr, K::kDyn},
+      {"cel.@mapInsert", MapInsert, true, false, kStd, nullptr, K::kDyn, 2, 3},
   };
 }
 

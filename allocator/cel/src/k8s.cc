@@ -228,22 +228,22 @@ std::shared_ptr<const Semver> CopySemver(const Semver& v) {
 std::vector<FunctionDef> KubernetesObjectFunctions() {
   constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary;
   return {
-      {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity},
-      {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool},
-      {"sign", Sign, true, true, kQ, nullptr, K::kInt},
-      {"isGreaterThan", IsGreaterThan, false, true, kQ | kS, nullptr, K::kBool},
-      {"isLessThan", IsLessThan, false, true, kQ | kS, nullptr, K::kBool},
-      {"compareTo", CompareTo, false, true, kQ | kS, nullptr, K::kInt},
-      {"asInteger", AsInteger, false, true, kQ, nullptr, K::kInt},
-      {"isInteger", IsInteger, false, true, kQ, nullptr, K::kBool},
-      {"asApproximateFloat", AsApproximateFloat, false, true, kQ, nullptr, K::kDouble},
-      {"add", QAdd, false, true, kQ, nullptr, K::kQuantity},
-      {"sub", QSub, false, true, kQ, nullptr, K::kQuantity},
-      {"semver", SemverFn, true, false, kS, ParseCost, K::kSemver},
-      {"isSemver", IsSemver, true, false, kS, ParseCost, K::kBool},
-      {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt},
-      {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt},
-      {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt},
+      {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1},
+      {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1},
+      {"sign", Sign, true, true, kQ, nullptr, K::kInt, 1, 1},
+      {"isGreaterThan", IsGreaterThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2},
+      {"isLessThan", IsLessThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2},
+      {"compareTo", CompareTo, false, true, kQ | kS, nullptr, K::kInt, 2, 2},
+      {"asInteger", AsInteger, false, true, kQ, nullptr, K::kInt, 1, 1},
+      {"isInteger", IsInteger, false, true, kQ, nullptr, K::kBool, 1, 1},
+      {"asApproximateFloat", AsApproximateFloat, false, true, kQ, nullptr, K::kDouble, 1, 1},
+      {"add", QAdd, false, true, kQ, nullptr, K::kQuantity, 2, 2},
+      {"sub", QSub, false, true, kQ, nullptr, K::kQuantity, 2, 2},
+      {"semver", SemverFn, true, false, kS, ParseCost, K::kSemver, 1, 2},
+      {"isSemver", IsSemver, true, false, kS, ParseCost, K::kBool, 1, 2},
+      {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt, 1, 1},
+      {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt, 1, 1},
+      {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt, 1, 1},
   };
 }
 

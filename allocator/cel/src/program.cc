@@ -571,7 +571,7 @@ struct ScopeVar {
 
 bool IsTypeName(std::string_view n) {
   static constexpr std::string_view kNames[] = {"int", "uint", "double", "bool", "string", "bytes",
-                                                "list", "map", "null_type", "type", "dyn",
+                                                "list", "map", "null_type", "type",
                                                 "optional_type"};
   return std::find(std::begin(kNames), std::end(kNames), n) != std::end(kNames);
 }
@@ -759,7 +759,8 @@ class Planner {
       for (size_t i = 1; i < n; ++i) name += "." + parts[i];
       if (const Type* t = FindDeclared(name)) {
         *out = PlanVariable(e.offset, name, *t);
-        return n;
+        for (size_t i = n; i < parts.size(); ++i) *out = SelectOn(e.offset, std::move(*out), parts[i]);
+        return parts.size();
       }
     }
     if (!options_.type_check && FindDeclared(root) == nullptr && !IsTypeName(root)) {
@@ -1135,6 +1136,17 @@ class Planner {
         } else {
           Error(e.offset, "undeclared reference to '" + name + "' (in container '')");
         }
+        return Dummy(e);
+      }
+      std::vector<NodePtr> nodes;
+      for (Planned& a : args) nodes.push_back(std::move(a.node));
+      Planned p;
+      p.node = std::make_unique<UnknownCallNode>(e.offset, name, std::move(nodes));
+      return p;
+    }
+    if (args.size() < def->min_args || args.size() > def->max_args) {
+      if (options_.type_check) {
+        Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
         return Dummy(e);
       }
       std::vector<NodePtr> nodes;

@@ -117,34 +117,31 @@ std::optional<int> CompareNumbers(const Val& a, const Val& b) {
     if (b.i < 0) return 1;
     return cmp(a.u, static_cast<uint64_t>(b.i));
   }
-  // One side is a double.
+  // One side is a double: as cel-go (compareIntDouble / compareUintDouble), which compares via
+  // float64 inside the integer range and is therefore lossy near 2^63.
   const bool a_double = a.kind == VK::kDouble;
   const double d = a_double ? a.d : b.d;
   const Val& other = a_double ? b : a;
   if (std::isnan(d)) return std::nullopt;
-  int r;  // compare d with other
+  int r;  // compare other with d
   if (other.kind == VK::kInt) {
     if (d < -9223372036854775808.0) {
-      r = -1;
-    } else if (d >= 9223372036854775808.0) {
       r = 1;
+    } else if (d > 9223372036854775807.0) {
+      r = -1;
     } else {
-      const double t = std::trunc(d);
-      const auto ti = static_cast<int64_t>(t);
-      r = ti < other.i ? -1 : ti > other.i ? 1 : (d > t ? 1 : d < t ? -1 : 0);
+      r = cmp(static_cast<double>(other.i), d);
     }
   } else {
     if (d < 0) {
-      r = -1;
-    } else if (d >= 18446744073709551616.0) {
       r = 1;
+    } else if (d > 18446744073709551615.0) {
+      r = -1;
     } else {
-      const double t = std::trunc(d);
-      const auto tu = static_cast<uint64_t>(t);
-      r = tu < other.u ? -1 : tu > other.u ? 1 : (d > t ? 1 : d < t ? -1 : 0);
+      r = cmp(static_cast<double>(other.u), d);
     }
   }
-  return a_double ? r : -r;
+  return a_double ? -r : r;
 }
 
 bool MapLike(const Val& v) {

@@ -3,6 +3,7 @@
 //
 //   devlet-nri-test-plugin --socket /tmp/nri.sock --claims claims.json [--cdi-policy names]
 //       [--numa-cpus '0=0-3;1=4-7'] [--state-change-only] [--no-reconnect] [--name N --idx NN]
+//       [--subscribe-all]   (want all 14 events; the stub restricts them to the runtime's)
 //
 // Pre-launched (NRI_PLUGIN_SOCKET set by the runtime) it uses the inherited socket. A non-empty
 // Configure config replaces the claims (same JSON as --claims). Test hooks, driven by pod
@@ -35,6 +36,7 @@ struct Flags {
   std::string numa_cpus;
   bool state_change_only = false;
   bool reconnect = true;
+  bool subscribe_all = false;
   int verbosity = 0;
 };
 
@@ -130,6 +132,7 @@ absl::Status Main(int argc, char** argv) {
     else if (arg == "--numa-cpus") flags.numa_cpus = value();
     else if (arg == "--state-change-only") flags.state_change_only = true;
     else if (arg == "--no-reconnect") flags.reconnect = false;
+    else if (arg == "--subscribe-all") flags.subscribe_all = true;
     else if (arg == "-v") flags.verbosity = std::stoi(value());
     else return InvalidArgument("unknown flag " + arg);
   }
@@ -162,6 +165,7 @@ absl::Status Main(int argc, char** argv) {
                                                    .reconnect = flags.reconnect,
                                                    .min_backoff = std::chrono::milliseconds(20),
                                                    .max_backoff = std::chrono::milliseconds(500),
+                                                   .events_override = flags.subscribe_all ? 0x3FFFu : 0u,
                                                    .state_change_only = flags.state_change_only}));
   plugin.set_stub(stub.get());
   return stub->Run();

@@ -50,6 +50,7 @@ absl::Status Preparer::Write(JournalEntry::Phase phase, const ActionRecord& reco
 }
 
 absl::StatusOr<ActionRecord> Preparer::BindVfio(std::string_view pci_address) {
+  std::lock_guard<std::recursive_mutex> lock(sysfs_mutex_);
   const std::string address(pci_address);
   const std::string dev = Dev(address);
   const std::string what = "binding " + address + " to vfio-pci";
@@ -109,6 +110,7 @@ absl::StatusOr<ActionRecord> Preparer::BindVfio(std::string_view pci_address) {
 }
 
 absl::Status Preparer::UndoVfio(const ActionRecord& record) {
+  std::lock_guard<std::recursive_mutex> lock(sysfs_mutex_);
   if (record.noop) return absl::OkStatus();
   const std::string& address = record.device;
   const std::string dev = Dev(address);
@@ -158,6 +160,7 @@ absl::StatusOr<std::string> Preparer::VfAddress(std::string_view pf_address, int
 }
 
 absl::StatusOr<ActionRecord> Preparer::EnsureNumVfs(std::string_view pf_address, int num_vfs) {
+  std::lock_guard<std::recursive_mutex> lock(sysfs_mutex_);
   const std::string pf(pf_address);
   const std::string dev = Dev(pf);
   const std::string what = "creating " + std::to_string(num_vfs) + " SR-IOV VFs on " + pf;
@@ -203,6 +206,7 @@ absl::StatusOr<ActionRecord> Preparer::EnsureNumVfs(std::string_view pf_address,
 }
 
 absl::Status Preparer::UndoNumVfs(const ActionRecord& record) {
+  std::lock_guard<std::recursive_mutex> lock(sysfs_mutex_);
   if (record.noop) return absl::OkStatus();
   const std::string dev = Dev(record.device);
   if (!sysfs_.Exists(dev)) return absl::OkStatus();
@@ -304,6 +308,18 @@ absl::StatusOr<std::vector<ActionRecord>> Preparer::Prepare(const DraDevice& dev
   if (prep.init) {
     std::map<std::string, std::string> env{{"DEVLET_DEVICE", device.name}};
     if (!pci_address.empty()) env["DEVLET_PCI_ADDRESS"] = pci_address;
+    auto attribute = [&](const char* name) -> std::string {
+      auto it = device.attributes.find(name);
+      if (it == device.attributes.end()) return "";
+      if (const auto* i = std::get_if<std::int64_t>(&it->second)) return std::to_string(*i);
+      if (const auto* str = std::get_if<std::string>(&it->second)) return *str;
+      return "";
+    };
+    if (std::string partition = attribute("partition"); !partition.empty()) {
+      env["DEVLET_PARTITION"] = partition;
+      env["DEVLET_PARTITIONS"] = attribute("partitions");
+      env["DEVLET_PARENT_DEVICE"] = attribute("parentDevice");
+    }
     auto record = RunInit(device.name, *prep.init, prep.cleanup, env);
     if (!record.ok()) return fail(record.status());
     done.push_back(*record);

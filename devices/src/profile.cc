@@ -343,7 +343,6 @@ void BuildGpu(const Profile& profile, const Gpu& gpu, int index, DeviceSet& set)
     DraDevice part = whole;
     part.name = whole.name + "-part-" + std::to_string(j);
     part.attributes["type"] = std::string("gpu-partition");
-    part.attributes.erase("partitions");
     part.attributes["partition"] = static_cast<std::int64_t>(j);
     part.attributes["parentDevice"] = whole.name;
     part.consumes_counters = {{.counter_set = counters.name, .counters = {{"slices", "1"}}}};

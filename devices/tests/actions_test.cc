@@ -303,5 +303,24 @@ TEST_F(PrepareDeviceTest, FailingOrHangingInitRollsEverythingBack) {
   EXPECT_EQ(fake_.BoundDriver("0000:39:00.0"), "nvidia");
 }
 
+TEST_F(PrepareDeviceTest, PartitionInitCommandLearnsWhichPartition) {
+  const std::string out = Scratch("partition.out");
+  const std::string yaml =
+      "profiles:\n- name: gpu\n  kind: gpu\n  sharing: {mode: partitions, partitions: 4}\n"
+      "  init: {command: [/bin/sh, -c, 'echo \"$DEVLET_PARENT_DEVICE $DEVLET_PARTITION/$DEVLET_PARTITIONS "
+      "$DEVLET_PCI_ADDRESS\" > " + out + "']}\n";
+  DeviceSet set = Build(yaml);
+  const DraDevice* part = set.Find("gpu-7-part-2");
+  ASSERT_NE(part, nullptr);
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(std::vector<ActionRecord> done, preparer.Prepare(*part));
+  ASSERT_EQ(done.size(), 1u);
+  std::ifstream in(out);
+  std::stringstream content;
+  content << in.rdbuf();
+  EXPECT_EQ(content.str(), "gpu-7 2/4 0000:b9:00.0\n");
+  EXPECT_OK(preparer.Unprepare(done));  // no cleanup configured: nothing to do
+}
+
 }  // namespace
 }  // namespace devlet::devices

@@ -181,6 +181,14 @@ TEST(DiscoveryTest, SysfsOnlyFindsVmdDomainDevicesHwlocSkips) {
   EXPECT_FALSE(inventory.cpu.numa_nodes.empty());  // the live machine's CPUs
 }
 
+TEST(DiscoveryTest, LiveMachine) {
+  auto discoverer = NewDiscoverer({});
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  EXPECT_GE(inventory.cpu.numa_nodes.size(), 1u);
+  EXPECT_GE(inventory.cpu.cores.size(), 1u);
+  for (const Nic& nic : inventory.nics) EXPECT_FALSE(nic.pci.address.empty());
+}
+
 TEST(DiscoveryTest, MachineWithoutDevices) {
   FakeSysfs fake;
   auto discoverer = NewDiscoverer({.sysfs_root = fake.Root()});

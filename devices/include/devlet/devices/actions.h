@@ -17,12 +17,19 @@
 //   - administrator commands (init, then cleanup on unprepare or when init fails) run confined by
 //     RunCommand.
 // A failed action leaves the host as it found it (completed steps are rolled back) and returns an
-// error written for a person. Callers serialise actions per device.
+// error written for a person.
+//
+// Partitions (for example MIG instances) have no generic kernel interface: the profile's init and
+// cleanup commands create and remove them, with DEVLET_PARTITION (index), DEVLET_PARTITIONS (count)
+// and DEVLET_PARENT_DEVICE in their environment.
+//
+// Thread-safe: sysfs actions are serialised inside the Preparer; commands run concurrently.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,7 +116,8 @@ class Preparer {
 
   // Prepare performs a DRA device's Preparation in order: SR-IOV VFs (for VF devices: the PF from
   // preparation.sriov_pf, the VF index from the `vfIndex` attribute), vfio-pci binding, init
-  // command (with DEVLET_DEVICE and DEVLET_PCI_ADDRESS in its environment). On failure the actions
+  // command (with DEVLET_DEVICE, DEVLET_PCI_ADDRESS and, for partitions, DEVLET_PARTITION,
+  // DEVLET_PARTITIONS and DEVLET_PARENT_DEVICE in its environment). On failure the actions
   // already done are undone. Returns the records to store with the claim.
   absl::StatusOr<std::vector<ActionRecord>> Prepare(const DraDevice& device);
 
@@ -130,6 +138,7 @@ class Preparer {
   Sysfs& sysfs_;
   Journal journal_;
   PreparerOptions options_;
+  std::recursive_mutex sysfs_mutex_;  // serialises sysfs actions (rollback re-enters)
 };
 
 }  // namespace devlet::devices

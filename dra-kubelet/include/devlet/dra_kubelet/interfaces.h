@@ -1,0 +1,231 @@
+// File: devlet/dra_kubelet/interfaces.h
+//
+// The narrow interfaces claim preparation needs from the rest of devlet, so that the kubelet
+// plugin can be built and tested on its own and each real implementation is a thin adapter:
+//
+//   ClaimSource      reads ResourceClaims (API client or manifest directory: kube/)
+//   DeviceBackend    prepares and releases devices (devices/; SimulatedBackend here)
+//   CdiWriter        writes transient CDI spec files (cdi/; JsonCdiWriter here)
+//   CheckpointStore  the crash-safe prepared-claim record (state/; FileCheckpointStore here)
+//   HealthSource     device health for the KEP-4680 stream
+//
+// Implementations must be thread-safe: the plugin calls them from its worker threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "devlet/dra_kubelet/claim.h"
+
+namespace devlet::dra_kubelet {
+
+// ---- Claims ------------------------------------------------------------------------------------
+
+// ClaimSource fetches ResourceClaims. NotFound when the claim does not exist; any other error
+// when the source cannot answer (the message names what failed).
+class ClaimSource {
+ public:
+  virtual ~ClaimSource() = default;
+
+  // GetClaim returns the current claim `namespace_name/name`. `uid` is what the kubelet expects;
+  // sources may use it (e.g. as a precondition) but the caller checks it again.
+  virtual absl::StatusOr<ResourceClaim> GetClaim(const std::string& namespace_name,
+                                                 const std::string& name,
+                                                 const std::string& uid) = 0;
+};
+
+// ---- Device configuration (our driver's opaque parameters) --------------------------------------
+
+// DeviceConfig is the decoded opaque configuration of devlet's driver
+// (apiVersion "devlet.io/v1alpha1", kind "DeviceConfig"). See config.h for the wire form.
+struct DeviceConfig {
+  // Container environment variables; a later config entry overrides an earlier one per name.
+  std::map<std::string, std::string> env;
+  // Host-level: the kernel driver to bind the device to (e.g. "vfio-pci"). Honoured only from
+  // DeviceClass configuration.
+  std::optional<std::string> bind_driver;
+
+  friend bool operator==(const DeviceConfig&, const DeviceConfig&) = default;
+};
+
+// ---- Container edits (what CDI injects) ---------------------------------------------------------
+
+// DeviceNode is a device node to create in the container.
+struct DeviceNode {
+  std::string path;       // Path in the container.
+  std::string host_path;  // Empty: same as `path`.
+  std::string permissions;  // "rwm" style; empty: runtime default.
+
+  friend bool operator==(const DeviceNode&, const DeviceNode&) = default;
+};
+
+// Mount is a bind mount into the container.
+struct Mount {
+  std::string host_path;
+  std::string container_path;
+  std::vector<std::string> options;
+
+  friend bool operator==(const Mount&, const Mount&) = default;
+};
+
+// ContainerEdits are the OCI edits for one device.
+struct ContainerEdits {
+  std::vector<std::string> env;  // "NAME=value"
+  std::vector<DeviceNode> device_nodes;
+  std::vector<Mount> mounts;
+
+  friend bool operator==(const ContainerEdits&, const ContainerEdits&) = default;
+};
+
+// VersionValue wraps a semantic-version attribute so it differs from a plain string.
+struct VersionValue {
+  std::string version;
+  friend bool operator==(const VersionValue&, const VersionValue&) = default;
+};
+
+// AttributeValue is a ResourceSlice DeviceAttribute (int, bool, string or version).
+using AttributeValue = std::variant<std::int64_t, bool, std::string, VersionValue>;
+
+// ---- Devices --------------------------------------------------------------------------------
+
+// DevicePrepareRequest asks the backend to prepare one allocated device for one claim.
+struct DevicePrepareRequest {
+  ClaimRef claim;
+  std::string request;  // Full request name, "<request>[/<subrequest>]".
+  std::string pool;
+  std::string device;
+  std::optional<std::string> share_id;
+  bool admin_access = false;
+  DeviceConfig config;  // Merged class and claim configuration for this device.
+};
+
+// PreparedDevice is what the backend did and what the container needs.
+struct PreparedDevice {
+  ContainerEdits edits;
+  // Attributes for the device-metadata file (KEP-5304), keyed by qualified name.
+  std::map<std::string, AttributeValue> attributes;
+};
+
+// DeviceUnprepareRequest asks the backend to release a device; it carries only what the
+// checkpoint recorded (the claim may be gone).
+struct DeviceUnprepareRequest {
+  std::string claim_uid;
+  std::string pool;
+  std::string device;
+  std::optional<std::string> share_id;
+  DeviceConfig config;  // The configuration applied at prepare.
+};
+
+// DeviceBackend prepares and releases devices. Both calls must be idempotent: the plugin repeats
+// them after crashes. Errors are written for a person and name the device.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+
+  virtual absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) = 0;
+  virtual absl::Status Unprepare(const DeviceUnprepareRequest& request) = 0;
+};
+
+// ---- CDI ------------------------------------------------------------------------------------
+
+// CdiDevice is one device of a CDI spec.
+struct CdiDevice {
+  std::string name;
+  ContainerEdits edits;
+};
+
+// CdiSpec is a transient CDI spec file.
+struct CdiSpec {
+  std::string cdi_version = "0.5.0";  // Device names that start with a digit need 0.5.0.
+  std::string kind;                   // "<vendor>/<class>"
+  std::vector<CdiDevice> devices;
+};
+
+// CdiWriter writes CDI spec files into the CDI root (e.g. /var/run/cdi). `file_name` is a base
+// name ending in ".json".
+class CdiWriter {
+ public:
+  virtual ~CdiWriter() = default;
+
+  // WriteSpec writes `spec` atomically (a reader sees the old file or the new one).
+  virtual absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) = 0;
+  // RemoveSpec removes the file; a missing file is success.
+  virtual absl::Status RemoveSpec(const std::string& file_name) = 0;
+  // SpecExists reports whether the file is present.
+  virtual bool SpecExists(const std::string& file_name) = 0;
+};
+
+// ---- Checkpoint ------------------------------------------------------------------------------
+
+// ClaimState is how far preparation of a claim got.
+enum class ClaimState { kPrepareStarted, kPrepareCompleted };
+
+// PreparedDeviceRecord is one prepared device in the checkpoint.
+struct PreparedDeviceRecord {
+  std::vector<std::string> requests;  // Full request names this device serves.
+  std::string pool;
+  std::string device;
+  std::optional<std::string> share_id;
+  bool admin_access = false;
+  DeviceConfig config;  // Applied configuration.
+  PreparedDevice prepared;  // Edits and metadata attributes, to regenerate files.
+  std::vector<std::string> cdi_device_ids;  // As returned to the kubelet.
+};
+
+// ClaimRecord is the checkpoint entry of one claim.
+struct ClaimRecord {
+  ClaimRef claim;
+  ClaimState state = ClaimState::kPrepareStarted;
+  std::optional<std::string> pod_claim_name;
+  std::vector<PreparedDeviceRecord> devices;
+  std::vector<std::string> cdi_spec_files;  // Base names in the CDI root.
+  std::vector<std::string> metadata_files;  // Absolute paths of device-metadata files.
+};
+
+// CheckpointStore is the durable record of prepared claims, keyed by claim UID. Every Put and
+// Delete is durable when it returns.
+class CheckpointStore {
+ public:
+  virtual ~CheckpointStore() = default;
+
+  virtual absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) = 0;
+  virtual absl::Status Put(const ClaimRecord& record) = 0;
+  // Delete removes the entry; a missing entry is success.
+  virtual absl::Status Delete(const std::string& claim_uid) = 0;
+  virtual absl::StatusOr<std::vector<ClaimRecord>> List() = 0;
+};
+
+// ---- Health ---------------------------------------------------------------------------------
+
+// HealthStatus mirrors the KEP-4680 enum.
+enum class HealthStatus { kUnknown = 0, kHealthy = 1, kUnhealthy = 2 };
+
+// DeviceHealth is one device in a health snapshot.
+struct DeviceHealth {
+  std::string pool;
+  std::string device;
+  HealthStatus health = HealthStatus::kUnknown;
+  std::int64_t last_updated_unix = 0;
+  std::int64_t timeout_seconds = 0;  // 0: the kubelet's default (30 s).
+  std::string message;
+};
+
+// HealthSource reports device health. Snapshot must not block on hardware: return the last known
+// state. A source calls the listener (from any thread) when health changed.
+class HealthSource {
+ public:
+  virtual ~HealthSource() = default;
+
+  virtual std::vector<DeviceHealth> HealthSnapshot() = 0;
+  // SetHealthListener registers the change callback (replacing a previous one; empty clears it).
+  virtual void SetHealthListener(std::function<void()> listener) = 0;
+};
+
+}  // namespace devlet::dra_kubelet

@@ -1,0 +1,123 @@
+// File: devlet/dra_kubelet/local.h
+//
+// Self-contained implementations of the interfaces in interfaces.h, for standalone use, tests and
+// the integration harness, until (and beside) the kube/, devices/, cdi/ and state/ modules:
+//
+//   FileClaimSource      ResourceClaims from *.json files in a directory (re-read on each call)
+//   SimulatedBackend     a pool of simulated devices; also a HealthSource
+//   JsonCdiWriter        CDI spec files written atomically into a CDI root
+//   FileCheckpointStore  a versioned, checksummed JSON checkpoint written atomically
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "devlet/dra_kubelet/interfaces.h"
+
+namespace devlet::dra_kubelet {
+
+// FileClaimSource reads every *.json file of `dir` on each call. A file holds one ResourceClaim or
+// a List of them. Files that do not parse are reported only when nothing else matches.
+class FileClaimSource final : public ClaimSource {
+ public:
+  explicit FileClaimSource(std::string dir);
+
+  absl::StatusOr<ResourceClaim> GetClaim(const std::string& namespace_name,
+                                         const std::string& name,
+                                         const std::string& uid) override;
+
+ private:
+  std::string dir_;
+};
+
+// SimulatedDevice is one device of a SimulatedBackend.
+struct SimulatedDevice {
+  std::string name;
+  std::map<std::string, AttributeValue> attributes;
+  HealthStatus health = HealthStatus::kHealthy;
+  std::string health_message;
+};
+
+// SimulatedBackend prepares devices of one pool in memory. Prepare fails for unknown devices, for
+// devices in `fail_devices`, and for a bindDriver other than "vfio-pci". Edits: one environment
+// variable per device (DEVLET_DEVICE_<NAME>=<pool>/<device>) plus the configured env.
+class SimulatedBackend final : public DeviceBackend, public HealthSource {
+ public:
+  SimulatedBackend(std::string pool, std::vector<SimulatedDevice> devices);
+
+  // Gpus returns `count` devices gpu-0 ... with index, uuid, model, driverVersion and
+  // resource.kubernetes.io/pciBusID attributes.
+  static std::vector<SimulatedDevice> Gpus(int count);
+
+  absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override;
+  absl::Status Unprepare(const DeviceUnprepareRequest& request) override;
+
+  std::vector<DeviceHealth> HealthSnapshot() override;
+  void SetHealthListener(std::function<void()> listener) override;
+
+  // SetHealth changes a device's health and notifies the listener.
+  void SetHealth(const std::string& device, HealthStatus health, const std::string& message);
+  // FailDevice makes Prepare of `device` fail (tests).
+  void FailDevice(const std::string& device, bool fail);
+  // PreparedDevices returns "<pool>/<device>[/<share>]" -> claim UID for what is prepared now.
+  std::map<std::string, std::string> PreparedDevices() const;
+  // PrepareCalls counts Prepare calls that did work (not idempotent repeats).
+  std::int64_t PrepareCalls() const { return prepare_calls_.load(); }
+
+ private:
+  const std::string pool_;
+  mutable std::mutex mutex_;
+  std::vector<SimulatedDevice> devices_;
+  std::set<std::string> fail_devices_;
+  std::map<std::string, std::string> prepared_;
+  std::function<void()> listener_;
+  std::atomic<std::int64_t> prepare_calls_{0};
+};
+
+// JsonCdiWriter writes CDI specs as JSON files in `cdi_root` (created 0755 when missing) with a
+// temp file, fsync and rename, so runtimes never read a partial spec.
+class JsonCdiWriter final : public CdiWriter {
+ public:
+  explicit JsonCdiWriter(std::string cdi_root);
+
+  absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
+  absl::Status RemoveSpec(const std::string& file_name) override;
+  bool SpecExists(const std::string& file_name) override;
+
+  // RenderSpec returns the JSON text WriteSpec writes.
+  static std::string RenderSpec(const CdiSpec& spec);
+
+ private:
+  std::string root_;
+};
+
+// FileCheckpointStore keeps every ClaimRecord in one JSON file
+// {"version": "devlet.io/dra-checkpoint/v1", "checksum": "<sha256 of data>", "data": {...}},
+// re-read on every call (no cross-call memory: safe with two plugin instances under flock) and
+// rewritten atomically (temp file, fsync, rename, fsync directory). A file with a bad checksum
+// or an unknown version is an error, never silently reset.
+class FileCheckpointStore final : public CheckpointStore {
+ public:
+  explicit FileCheckpointStore(std::string path);
+
+  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) override;
+  absl::Status Put(const ClaimRecord& record) override;
+  absl::Status Delete(const std::string& claim_uid) override;
+  absl::StatusOr<std::vector<ClaimRecord>> List() override;
+
+ private:
+  absl::StatusOr<std::map<std::string, ClaimRecord>> Load();
+  absl::Status Save(const std::map<std::string, ClaimRecord>& records);
+
+  std::string path_;
+  std::mutex mutex_;
+};
+
+}  // namespace devlet::dra_kubelet

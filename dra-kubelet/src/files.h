@@ -1,0 +1,42 @@
+// Private file helpers of dra-kubelet (the common/ module will own atomic writes eventually).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace devlet::dra_kubelet::internal {
+
+// WriteFileAtomic writes `content` to a temp file beside `path`, fsyncs it, renames it over
+// `path` and fsyncs the directory.
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode);
+
+// ReadFileIfExists returns the content, nullopt when the file does not exist.
+absl::StatusOr<std::optional<std::string>> ReadFileIfExists(const std::string& path);
+
+// MakeDirs creates `path` and its parents with `mode` (existing directories are kept).
+absl::Status MakeDirs(const std::string& path, mode_t mode);
+
+// RemoveIfExists removes a file or a directory tree; a missing path is success.
+absl::Status RemoveIfExists(const std::string& path);
+
+// PathExists reports whether something exists at `path` (without following a final symlink).
+bool PathExists(const std::string& path);
+
+// Sha256 returns the SHA-256 digest of `data`.
+std::array<std::uint8_t, 32> Sha256(std::string_view data);
+
+// HexEncode renders bytes as lower-case hex.
+std::string HexEncode(const std::uint8_t* data, std::size_t size);
+
+// Base64RawUrl renders bytes in unpadded base64url (Go's base64.RawURLEncoding).
+std::string Base64RawUrl(const std::uint8_t* data, std::size_t size);
+
+}  // namespace devlet::dra_kubelet::internal

@@ -143,9 +143,18 @@ Val Not(Ctx& ctx, const Val* a, uint32_t n) {
 
 // ---- Comparison ------------------------------------------------------------------------------
 
-Val Eq(Ctx& ctx, const Val* a, uint32_t) { return Equal(ctx, a[0], a[1]); }
-Val Ne(Ctx& ctx, const Val* a, uint32_t) {
-  Val r = Equal(ctx, a[0], a[1]);
+// cel-go's Quantity.Equal / Semver.Equal type-assert the right operand: anything but a plain
+// Quantity (resp. Semver) on the right of a Quantity (Semver) is "no such overload".
+Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
+  if ((a[0].kind == VK::kQuantity && (a[1].kind != VK::kQuantity || a[1].sub == kQuantityPointer)) ||
+      (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver)) {
+    return ctx.NoOverload(name, a, n);
+  }
+  return Equal(ctx, a[0], a[1]);
+}
+Val Eq(Ctx& ctx, const Val* a, uint32_t n) { return EqualOp(ctx, a, n, "_==_"); }
+Val Ne(Ctx& ctx, const Val* a, uint32_t n) {
+  Val r = EqualOp(ctx, a, n, "_!=_");
   if (r.kind == VK::kBool) r.b = !r.b;
   return r;
 }
@@ -190,7 +199,9 @@ Val In(Ctx& ctx, const Val* a, uint32_t n) {
   }
   NO_OVERLOAD("@in");
 }
-uint64_t InCost(const Val* a, uint32_t) { return a[1].kind == VK::kList ? a[1].n : 1; }
+uint64_t InCost(const Val* a, uint32_t) {
+  return a[1].kind == VK::kList && a[1].sub != kConstantList ? a[1].n : 1;
+}
 
 // ---- Size and strings --------------------------------------------------------------------
 

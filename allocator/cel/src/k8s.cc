@@ -119,7 +119,9 @@ Val AddSub(Ctx& ctx, const Val* a, uint32_t n, bool add) {
     const Quantity other = a[1].kind == VK::kQuantity ? *a[1].q : Quantity::FromInt64(a[1].i);
     absl::StatusOr<Quantity> r = add ? a[0].q->Add(other) : a[0].q->Sub(other);
     if (!r.ok()) return ctx.Error(devlet::Message(r.status()));
-    return QVal(ctx, std::move(*r));
+    Val v = QVal(ctx, std::move(*r));
+    v.sub = kQuantityPointer;
+    return v;
   }
 #endif
   NO_OVERLOAD(add ? "add" : "sub");
@@ -230,7 +232,7 @@ std::vector<FunctionDef> KubernetesObjectFunctions() {
   return {
       {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1},
       {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1},
-      {"sign", Sign, true, true, kQ, nullptr, K::kInt, 1, 1},
+      {"sign", Sign, true, false, kQ, nullptr, K::kInt, 1, 1},
       {"isGreaterThan", IsGreaterThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2},
       {"isLessThan", IsLessThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2},
       {"compareTo", CompareTo, false, true, kQ | kS, nullptr, K::kInt, 2, 2},

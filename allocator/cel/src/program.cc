@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "ast.h"
 #include "devlet/cel/dra.h"
@@ -641,7 +642,23 @@ class Planner {
   // Stores a string in the program's constant arena.
   std::string_view Keep(std::string_view s) { return program_.constants->Str(s); }
 
+  // Constants are shared by all evaluations: take away spare capacity so that appends never
+  // write into them in place.
+  static void Freeze(const Val& v) {
+    if (v.kind == VK::kList && v.l != nullptr) {
+      v.l->cap = v.l->used = v.n;
+      for (uint32_t i = 0; i < v.n; ++i) Freeze(v.l->data[i]);
+    } else if (v.kind == VK::kMap && v.m != nullptr) {
+      v.m->cap = v.m->used = v.n;
+      for (uint32_t i = 0; i < v.n; ++i) Freeze(v.m->vals[i]);
+    } else if (v.kind == VK::kOptional && v.opt != nullptr) {
+      Freeze(*v.opt);
+    }
+  }
+
   Planned MakeConst(int32_t offset, Val v, uint64_t cost, Type type) {
+    Freeze(v);
+    if (v.kind == VK::kList) v.sub = kConstantList;
     Planned p;
     p.type = std::move(type);
     p.cost_min = p.cost_max = cost;
@@ -1104,6 +1121,13 @@ class Planner {
     if (!AllConst(*p.node)) return p;
     Ctx ctx(*program_.constants);
     Val v = p.node->Eval(ctx);
+    if (v.is_error() && options_.constant_conversion_errors_at_compile_time) {
+      const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
+      if (fn == "int" || fn == "uint" || fn == "double" || fn == "string" || fn == "bytes" || fn == "bool") {
+        Error(offset, "program instantiation failed: " + std::string(v.str()));
+        return p;
+      }
+    }
     if (v.kind == VK::kOptional || v.kind == VK::kDevice || v.kind == VK::kDeviceMap ||
         v.kind == VK::kDomainMap) {
       return p;
@@ -1155,10 +1179,17 @@ class Planner {
       p.node = std::make_unique<UnknownCallNode>(e.offset, name, std::move(nodes));
       return p;
     }
+    Type::Kind resolved = Type::Kind::kDyn;
+    if (!CheckOverload(e, name, args, &resolved)) return Dummy(e);
     Planned p;
     p.type = ResultType(*def, args);
+    if (p.type.is_dyn() && resolved != Type::Kind::kDyn && resolved != Type::Kind::kList &&
+        resolved != Type::Kind::kMap) {
+      FunctionDef synthetic = *def;
+      synthetic.result = resolved;
+      p.type = ResultType(synthetic, args);
+    }
     EstimateCall(name, args, &p);
-    CheckOverload(e, name, args);
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
     p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes));
@@ -1174,28 +1205,165 @@ class Planner {
     return s + ")";
   }
 
-  // Conservative overload checks for operators on concrete scalar types.
-  void CheckOverload(const Expr& e, const std::string& name, const std::vector<Planned>& args) {
-    if (!options_.type_check || args.size() != 2) return;
-    const Type& a = args[0].type;
-    const Type& b = args[1].type;
-    if (!IsConcreteScalar(a) || !IsConcreteScalar(b)) return;
-    const bool arith = name == "_+_" || name == "_-_" || name == "_*_" || name == "_/_" || name == "_%_";
-    const bool order = name == "_<_" || name == "_<=_" || name == "_>_" || name == "_>=_";
-    auto numeric = [](const Type& t) {
-      return t.kind() == Type::Kind::kInt || t.kind() == Type::Kind::kUint || t.kind() == Type::Kind::kDouble;
-    };
-    bool bad = false;
-    if (arith) {
-      bad = !(a == b) || a.kind() == Type::Kind::kBool || a.kind() == Type::Kind::kNull ||
-            ((a.kind() == Type::Kind::kString || a.kind() == Type::Kind::kBytes) && name != "_+_") ||
-            (a.kind() == Type::Kind::kDouble && name == "_%_");
-    } else if (order) {
-      bad = !((numeric(a) && numeric(b)) || (a == b && a.kind() != Type::Kind::kNull));
+  // Overload resolution as cel-go's checker does it: an overload survives when every argument
+  // type is assignable to its parameter (dyn matches anything); no survivor is a compile error.
+  // Returns false (after reporting) when no overload survives; `result` receives the survivors'
+  // common result kind, or kDyn.
+  bool CheckOverload(const Expr& e, const std::string& name, const std::vector<Planned>& args,
+                     Type::Kind* result) {
+    *result = Type::Kind::kDyn;
+    if (!options_.type_check) return true;
+    if (name == "_==_" || name == "_!=_") {
+      if (args.size() == 2 && !Assignable(args[0].type, args[1].type)) {
+        Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
+        return false;
+      }
+      *result = Type::Kind::kBool;
+      return true;
     }
-    if (bad) {
+    const std::vector<Signature>* sigs = Signatures(name);
+    if (sigs == nullptr) return true;
+    bool any = false;
+    bool first = true;
+    for (const Signature& sig : *sigs) {
+      if (sig.params.size() != args.size()) continue;
+      bool ok = true;
+      for (size_t i = 0; i < args.size() && ok; ++i) ok = Matches(sig.params[i], args[i].type);
+      if (!ok) continue;
+      any = true;
+      if (first) {
+        *result = sig.result;
+        first = false;
+      } else if (*result != sig.result) {
+        *result = Type::Kind::kDyn;
+      }
+    }
+    if (!any) {
       Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
+      return false;
     }
+    return true;
+  }
+
+  struct Signature {
+    std::string_view params;  // one letter per parameter, the receiver first
+    Type::Kind result;
+  };
+
+  // i int, u uint, d double, s string, b bytes, B bool, n null, L list, M map, Q Quantity,
+  // S Semver, T type, O optional, * anything.
+  static bool Matches(char p, const Type& t) {
+    if (t.is_dyn() || p == '*') return true;
+    switch (p) {
+      case 'i': return t.kind() == Type::Kind::kInt;
+      case 'u': return t.kind() == Type::Kind::kUint;
+      case 'd': return t.kind() == Type::Kind::kDouble;
+      case 's': return t.kind() == Type::Kind::kString;
+      case 'b': return t.kind() == Type::Kind::kBytes;
+      case 'B': return t.kind() == Type::Kind::kBool;
+      case 'n': return t.kind() == Type::Kind::kNull;
+      case 'L': return t.kind() == Type::Kind::kList;
+      case 'M': return t.kind() == Type::Kind::kMap;
+      case 'Q': return t.kind() == Type::Kind::kQuantity;
+      case 'S': return t.kind() == Type::Kind::kSemver;
+      case 'T': return t.kind() == Type::Kind::kType;
+      case 'O': return t.kind() == Type::Kind::kOptional;
+      default: return false;
+    }
+  }
+
+  // Type assignability for (A, A) overloads such as _==_.
+  static bool Assignable(const Type& a, const Type& b) {
+    if (a.is_dyn() || b.is_dyn()) return true;
+    if (a.kind() != b.kind()) return false;
+    switch (a.kind()) {
+      case Type::Kind::kList:
+      case Type::Kind::kOptional: return Assignable(a.param0(), b.param0());
+      case Type::Kind::kMap: return Assignable(a.param0(), b.param0()) && Assignable(a.param1(), b.param1());
+      default: return true;
+    }
+  }
+
+  static const std::vector<Signature>* Signatures(std::string_view name) {
+    using TK = Type::Kind;
+    static const auto* table = new std::unordered_map<std::string_view, std::vector<Signature>>{
+        {"_+_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}, {"ss", TK::kString},
+                 {"bb", TK::kBytes}, {"LL", TK::kList}}},
+        {"_-_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
+        {"_*_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
+        {"_/_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
+        {"_%_", {{"ii", TK::kInt}, {"uu", TK::kUint}}},
+        {"-_", {{"i", TK::kInt}, {"d", TK::kDouble}}},
+        {"!_", {{"B", TK::kBool}}},
+        {"_<_", kOrder()}, {"_<=_", kOrder()}, {"_>_", kOrder()}, {"_>=_", kOrder()},
+        {"@in", {{"*L", TK::kBool}, {"*M", TK::kBool}}},
+        {"size", {{"s", TK::kInt}, {"b", TK::kInt}, {"L", TK::kInt}, {"M", TK::kInt}}},
+        {"contains", {{"ss", TK::kBool}}},
+        {"startsWith", {{"ss", TK::kBool}}},
+        {"endsWith", {{"ss", TK::kBool}}},
+        {"matches", {{"ss", TK::kBool}}},
+        {"int", {{"i", TK::kInt}, {"u", TK::kInt}, {"d", TK::kInt}, {"s", TK::kInt}}},
+        {"uint", {{"i", TK::kUint}, {"u", TK::kUint}, {"d", TK::kUint}, {"s", TK::kUint}}},
+        {"double", {{"i", TK::kDouble}, {"u", TK::kDouble}, {"d", TK::kDouble}, {"s", TK::kDouble}}},
+        {"string", {{"i", TK::kString}, {"u", TK::kString}, {"d", TK::kString}, {"s", TK::kString},
+                    {"b", TK::kString}, {"B", TK::kString}, {"T", TK::kString}}},
+        {"bytes", {{"s", TK::kBytes}, {"b", TK::kBytes}}},
+        {"bool", {{"B", TK::kBool}, {"s", TK::kBool}}},
+        {"charAt", {{"si", TK::kString}}},
+        {"indexOf", {{"ss", TK::kInt}, {"ssi", TK::kInt}, {"L*", TK::kInt}}},
+        {"lastIndexOf", {{"ss", TK::kInt}, {"ssi", TK::kInt}, {"L*", TK::kInt}}},
+        {"lowerAscii", {{"s", TK::kString}}},
+        {"upperAscii", {{"s", TK::kString}}},
+        {"replace", {{"sss", TK::kString}, {"sssi", TK::kString}}},
+        {"split", {{"ss", TK::kList}, {"ssi", TK::kList}}},
+        {"substring", {{"si", TK::kString}, {"sii", TK::kString}}},
+        {"trim", {{"s", TK::kString}}},
+        {"join", {{"L", TK::kString}, {"Ls", TK::kString}}},
+        {"format", {{"sL", TK::kString}}},
+        {"strings.quote", {{"s", TK::kString}}},
+        {"slice", {{"Lii", TK::kList}}},
+        {"flatten", {{"L", TK::kList}, {"Li", TK::kList}}},
+        {"distinct", {{"L", TK::kList}}},
+        {"lists.range", {{"i", TK::kList}}},
+        {"reverse", {{"L", TK::kList}}},
+        {"sort", {{"L", TK::kList}}},
+        {"sets.contains", {{"LL", TK::kBool}}},
+        {"sets.equivalent", {{"LL", TK::kBool}}},
+        {"sets.intersects", {{"LL", TK::kBool}}},
+        {"isSorted", {{"L", TK::kBool}}},
+        {"sum", {{"L", TK::kDyn}}},
+        {"min", {{"L", TK::kDyn}}},
+        {"max", {{"L", TK::kDyn}}},
+        {"find", {{"ss", TK::kString}}},
+        {"findAll", {{"ss", TK::kList}, {"ssi", TK::kList}}},
+        {"quantity", {{"s", TK::kQuantity}}},
+        {"isQuantity", {{"s", TK::kBool}}},
+        {"sign", {{"Q", TK::kInt}}},
+        {"isGreaterThan", {{"QQ", TK::kBool}, {"SS", TK::kBool}}},
+        {"isLessThan", {{"QQ", TK::kBool}, {"SS", TK::kBool}}},
+        {"compareTo", {{"QQ", TK::kInt}, {"SS", TK::kInt}}},
+        {"asInteger", {{"Q", TK::kInt}}},
+        {"isInteger", {{"Q", TK::kBool}}},
+        {"asApproximateFloat", {{"Q", TK::kDouble}}},
+        {"add", {{"QQ", TK::kQuantity}, {"Qi", TK::kQuantity}}},
+        {"sub", {{"QQ", TK::kQuantity}, {"Qi", TK::kQuantity}}},
+        {"semver", {{"s", TK::kSemver}, {"sB", TK::kSemver}}},
+        {"isSemver", {{"s", TK::kBool}, {"sB", TK::kBool}}},
+        {"major", {{"S", TK::kInt}}},
+        {"minor", {{"S", TK::kInt}}},
+        {"patch", {{"S", TK::kInt}}},
+        {"hasValue", {{"O", TK::kBool}}},
+        {"value", {{"O", TK::kDyn}}},
+    };
+    auto it = table->find(name);
+    return it == table->end() ? nullptr : &it->second;
+  }
+
+  static std::vector<Signature> kOrder() {
+    using TK = Type::Kind;
+    return {{"ii", TK::kBool}, {"uu", TK::kBool}, {"dd", TK::kBool}, {"ss", TK::kBool}, {"bb", TK::kBool},
+            {"BB", TK::kBool}, {"iu", TK::kBool}, {"id", TK::kBool}, {"ui", TK::kBool}, {"ud", TK::kBool},
+            {"di", TK::kBool}, {"du", TK::kBool}};
   }
 
   Type ResultType(const FunctionDef& def, const std::vector<Planned>& args) {
@@ -1349,12 +1517,14 @@ class Planner {
     p.size_min = p.size_max = e.args.size();
     p.elem_size = elem_size;
     p.node = std::make_unique<ListNode>(e.offset, std::move(nodes), e.optional_entries);
-    if (all_const && !e.args.empty()) {
-      // A constant list: evaluate once; the runtime cost (10) is kept.
+    if (all_const) {
+      // A constant list is built once, as cel-go folds it when planning: no runtime cost, while
+      // the estimate keeps the literal's 10.
       Ctx ctx(*program_.constants);
       Val v = p.node->Eval(ctx);
-      Planned c = MakeConst(e.offset, v, 10, p.type);
+      Planned c = MakeConst(e.offset, v, 0, p.type);
       c.elem_size = elem_size;
+      c.cost_max = p.cost_max;
       return c;
     }
     return p;

@@ -93,6 +93,11 @@ struct EnvironmentOptions {
   // Evaluation turns a result that is not a bool (and not an error) into the error value
   // "CEL result of type <t> could not be converted to bool" (as the DRA scheduler does).
   bool require_bool_result = false;
+  // cel-go evaluates type conversions of constants (int("x"), uint(-1), int(1e30)) when it plans
+  // a program, so their failure is a compile error in Kubernetes ("program instantiation
+  // failed: ..."), even in branches that never run. On for DRA selectors; off by default, where
+  // they are runtime errors as the cel-spec conformance tests expect.
+  bool constant_conversion_errors_at_compile_time = false;
   // For the DRA device type: whether `device.allowMultipleAllocations` is a declared field.
   bool dra_allow_multiple_allocations = true;
   // Parser limits: nesting depth of the syntax tree and expression length in bytes.

@@ -68,7 +68,7 @@ struct Ctx {
 // Val::sub of a kQuantity produced by add()/sub(): upstream these are *Quantity, which its
 // Equal does not accept as the right operand (research note C of the differential harness).
 inline constexpr uint8_t kQuantityPointer = 1;
-// Val::sub of a kList that is a program constant (`in` on it costs 1, as cel-go's set lookup).
+// Val::sub of a kList that is a program constant (`in` on it costs 0, as cel-go's set lookup).
 inline constexpr uint8_t kConstantList = 1;
 
 // CostOfSize is cel-go's ceil(factor * size).

@@ -153,8 +153,9 @@ Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
   return Equal(ctx, a[0], a[1]);
 }
 Val Eq(Ctx& ctx, const Val* a, uint32_t n) { return EqualOp(ctx, a, n, "_==_"); }
-Val Ne(Ctx& ctx, const Val* a, uint32_t n) {
-  Val r = EqualOp(ctx, a, n, "_!=_");
+// cel-go's != does not go through the operand's Equal method: it never reports "no such overload".
+Val Ne(Ctx& ctx, const Val* a, uint32_t) {
+  Val r = Equal(ctx, a[0], a[1]);
   if (r.kind == VK::kBool) r.b = !r.b;
   return r;
 }
@@ -200,7 +201,8 @@ Val In(Ctx& ctx, const Val* a, uint32_t n) {
   NO_OVERLOAD("@in");
 }
 uint64_t InCost(const Val* a, uint32_t) {
-  return a[1].kind == VK::kList && a[1].sub != kConstantList ? a[1].n : 1;
+  if (a[1].kind != VK::kList) return 1;
+  return a[1].sub == kConstantList ? 0 : a[1].n;  // cel-go plans `in` on a constant list as a set lookup
 }
 
 // ---- Size and strings --------------------------------------------------------------------

@@ -1117,11 +1117,12 @@ class Planner {
   }
 
   // Folds a node whose inputs are all constants by evaluating it once at compile time.
-  Planned FoldIfConst(Planned p, int32_t offset) {
+  // `literal_args`: every argument is a literal in the source (not just folded to a constant).
+  Planned FoldIfConst(Planned p, int32_t offset, bool literal_args = false) {
     if (!AllConst(*p.node)) return p;
     Ctx ctx(*program_.constants);
     Val v = p.node->Eval(ctx);
-    if (v.is_error() && options_.constant_conversion_errors_at_compile_time) {
+    if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
       if (fn == "int" || fn == "uint" || fn == "double" || fn == "string" || fn == "bytes" || fn == "bool") {
         Error(offset, "program instantiation failed: " + std::string(v.str()));
@@ -1193,7 +1194,9 @@ class Planner {
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
     p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes));
-    return FoldIfConst(std::move(p), e.offset);
+    bool literal_args = target == nullptr;
+    for (const ExprPtr& a : e.args) literal_args = literal_args && a->kind == Expr::Kind::kConst;
+    return FoldIfConst(std::move(p), e.offset, literal_args);
   }
 
   static std::string ArgTypes(const std::vector<Planned>& args) {

@@ -30,6 +30,10 @@ class SerializeLock {
  public:
   explicit SerializeLock(const std::string& path) {
     if (path.empty()) return;
+    if (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+      status_ = internal::MakeDirs(path.substr(0, slash), 0750);
+      if (!status_.ok()) return;
+    }
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd_ < 0) {
       status_ = ErrnoToStatus(errno, "opening lock file " + path);

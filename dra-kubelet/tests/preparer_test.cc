@@ -1,0 +1,331 @@
+#include "devlet/dra_kubelet/preparer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/dra_kubelet/local.h"
+#include "test_util.h"
+
+namespace devlet::dra_kubelet {
+namespace {
+
+using ::devlet::testing::IsOk;
+using ::devlet::testing::StatusIs;
+using testing::FakeClaimSource;
+using testing::ReadFile;
+using testing::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kDriver[] = "gpu.devlet.test";
+constexpr char kPool[] = "node-1";
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+ResourceClaim Claim(const std::string& name, const std::string& uid,
+                    std::vector<std::pair<std::string, std::string>> request_devices) {
+  ResourceClaim claim;
+  claim.namespace_name = "default";
+  claim.name = name;
+  claim.uid = uid;
+  claim.allocated = true;
+  claim.allocation_node_names = {kPool};
+  for (auto& [request, device] : request_devices) {
+    claim.results.push_back({request, kDriver, kPool, device, std::nullopt, false});
+  }
+  return claim;
+}
+
+class PreparerTest : public ::testing::Test {
+ protected:
+  PreparerTest()
+      : backend_(kPool, SimulatedBackend::Gpus(4)),
+        cdi_(dir_.path() + "/cdi"),
+        checkpoint_(dir_.path() + "/data/checkpoint.json") {
+    options_.driver_name = kDriver;
+    options_.node_name = kPool;
+    options_.plugin_data_dir = dir_.path() + "/data";
+    options_.enable_device_metadata = true;
+    preparer_ = std::make_unique<ClaimPreparer>(options_, claims_, backend_, cdi_, checkpoint_);
+  }
+
+  std::string CdiPath(const std::string& name) { return dir_.path() + "/cdi/" + name; }
+  std::string ClaimSpec(const std::string& uid) {
+    return CdiPath("k8s.gpu.devlet.test-claim_" + uid + ".json");
+  }
+  std::string MetadataFile(const std::string& claim, const std::string& request) {
+    return dir_.path() + "/data/dra-device-metadata/default_" + claim + "/" + request +
+           "/metadata.json";
+  }
+
+  PrepareResult PrepareOne(const ResourceClaim& claim) {
+    return preparer_->Prepare({claim.Ref()})[claim.uid];
+  }
+
+  TempDir dir_;
+  FakeClaimSource claims_;
+  SimulatedBackend backend_;
+  JsonCdiWriter cdi_;
+  FileCheckpointStore checkpoint_;
+  PreparerOptions options_;
+  std::unique_ptr<ClaimPreparer> preparer_;
+};
+
+TEST_F(PreparerTest, PreparesDevicesAndWritesFiles) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}, {"pair/large", "gpu-1"}});
+  claim.results.push_back({"nic", "other.example.com", kPool, "eth0", std::nullopt, false});
+  claim.results[1].share_id = "s1";
+  claim.config.push_back({ConfigSource::kFromClass, {}, kDriver,
+                          R"({"apiVersion":"devlet.io/v1alpha1","kind":"DeviceConfig","env":{"X":"1"}})"});
+  claims_.Add(claim);
+
+  PrepareResult result = PrepareOne(claim);
+  ASSERT_THAT(result.error, IsEmpty());
+  ASSERT_EQ(result.devices.size(), 2u);
+  EXPECT_EQ(result.devices[0],
+            (PreparedClaimDevice{{"gpu"}, kPool, "gpu-0",
+                                 {"k8s.gpu.devlet.test/claim=uid-a-gpu-0",
+                                  "gpu.devlet.test/metadata=uid-a_gpu"},
+                                 std::nullopt}));
+  EXPECT_EQ(result.devices[1],
+            (PreparedClaimDevice{{"pair"}, kPool, "gpu-1",
+                                 {"k8s.gpu.devlet.test/claim=uid-a-gpu-1-s1",
+                                  "gpu.devlet.test/metadata=uid-a_pair"},
+                                 "s1"}));
+
+  nlohmann::json spec = nlohmann::json::parse(ReadFile(ClaimSpec("uid-a")));
+  EXPECT_EQ(spec["cdiVersion"], "0.5.0");
+  EXPECT_EQ(spec["kind"], "k8s.gpu.devlet.test/claim");
+  EXPECT_EQ(spec["devices"][0]["name"], "uid-a-gpu-0");
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["env"],
+            nlohmann::json::array({"DEVLET_DEVICE_GPU_0=node-1/gpu-0", "X=1"}));
+
+  // KEP-5304: a stream of v1beta1 then v1alpha1 objects, and a CDI spec mounting it.
+  std::string stream = ReadFile(MetadataFile("a", "pair"));
+  auto newline = stream.find('\n');
+  ASSERT_NE(newline, std::string::npos);
+  nlohmann::json first = nlohmann::json::parse(stream.substr(0, newline));
+  nlohmann::json second = nlohmann::json::parse(stream.substr(newline + 1));
+  EXPECT_EQ(first["apiVersion"], "metadata.resource.k8s.io/v1beta1");
+  EXPECT_EQ(second["apiVersion"], "metadata.resource.k8s.io/v1alpha1");
+  EXPECT_EQ(first["metadata"]["generation"], 1);
+  EXPECT_EQ(first["requests"][0]["name"], "pair/large");
+  EXPECT_EQ(first["requests"][0]["devices"][0]["attributes"]["resource.kubernetes.io/pciBusID"]
+                 ["string"],
+            "0000:11:00.0");
+  nlohmann::json mspec =
+      nlohmann::json::parse(ReadFile(CdiPath("gpu.devlet.test_metadata_uid-a_pair.json")));
+  EXPECT_EQ(mspec["kind"], "gpu.devlet.test/metadata");
+  EXPECT_EQ(mspec["devices"][0]["containerEdits"]["mounts"][0]["containerPath"],
+            "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/a/pair/"
+            "gpu.devlet.test-metadata.json");
+
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->state, ClaimState::kPrepareCompleted);
+  EXPECT_EQ(backend_.PreparedDevices().size(), 2u);
+}
+
+TEST_F(PreparerTest, RepeatedPrepareIsIdempotentAndRegeneratesLostFiles) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claim.annotations[std::string(kPodClaimNameAnnotation)] = "gpus";
+  claims_.Add(claim);
+  PrepareResult first = PrepareOne(claim);
+  ASSERT_THAT(first.error, IsEmpty());
+  const std::int64_t calls = backend_.PrepareCalls();
+  std::string spec_before = ReadFile(ClaimSpec("uid-a"));
+  std::string metadata_before = ReadFile(MetadataFile("a", "gpu"));
+  EXPECT_THAT(metadata_before, HasSubstr(R"("podClaimName":"gpus")"));
+
+  PrepareResult again = PrepareOne(claim);
+  EXPECT_EQ(again.devices, first.devices);
+  EXPECT_EQ(backend_.PrepareCalls(), calls);
+
+  // A node reboot empties /var/run/cdi.
+  std::filesystem::remove_all(dir_.path() + "/cdi");
+  std::filesystem::remove(MetadataFile("a", "gpu"));
+  PrepareResult after_reboot = PrepareOne(claim);
+  EXPECT_EQ(after_reboot.devices, first.devices);
+  EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), spec_before);
+  EXPECT_EQ(ReadFile(MetadataFile("a", "gpu")), metadata_before);
+  EXPECT_TRUE(Exists(CdiPath("gpu.devlet.test_metadata_uid-a_gpu.json")));
+}
+
+TEST_F(PreparerTest, PerClaimErrorsForAPerson) {
+  ResourceClaim good = Claim("good", "uid-good", {{"gpu", "gpu-0"}});
+  ResourceClaim unallocated = Claim("unallocated", "uid-u", {});
+  unallocated.allocated = false;
+  ResourceClaim other_driver = Claim("other-driver", "uid-o", {});
+  other_driver.results.push_back({"gpu", "other.example.com", kPool, "x", std::nullopt, false});
+  ResourceClaim other_node = Claim("other-node", "uid-n", {{"gpu", "gpu-1"}});
+  other_node.allocation_node_names = {"node-2"};
+  ResourceClaim unknown_device = Claim("unknown-device", "uid-d", {{"gpu", "gpu-9"}});
+  for (const auto& c : {good, unallocated, other_driver, other_node, unknown_device}) claims_.Add(c);
+
+  auto results = preparer_->Prepare({good.Ref(), unallocated.Ref(), other_driver.Ref(),
+                                     other_node.Ref(), unknown_device.Ref(),
+                                     {"default", "good", "uid-replaced"},
+                                     {"default", "missing", "uid-m"},
+                                     {"", "", "uid-empty"}});
+  ASSERT_EQ(results.size(), 8u);
+  EXPECT_THAT(results["uid-good"].error, IsEmpty());
+  EXPECT_THAT(results["uid-u"].error, HasSubstr("default/unallocated is not allocated"));
+  EXPECT_THAT(results["uid-o"].error, HasSubstr("no devices allocated by driver gpu.devlet.test"));
+  EXPECT_THAT(results["uid-n"].error, HasSubstr("allocated to node node-2, not to this node"));
+  EXPECT_THAT(results["uid-d"].error, HasSubstr("device node-1/gpu-9 does not exist"));
+  EXPECT_THAT(results["uid-replaced"].error, HasSubstr("deleted and re-created"));
+  EXPECT_THAT(results["uid-m"].error, HasSubstr("fetching ResourceClaim default/missing"));
+  EXPECT_THAT(results["uid-empty"].error, HasSubstr("without namespace, name or UID"));
+  for (const auto& [uid, result] : results) {
+    if (uid != "uid-good") {
+      EXPECT_THAT(result.devices, IsEmpty()) << uid;
+    }
+  }
+  // Nothing half-written for the failed claims.
+  EXPECT_FALSE(Exists(ClaimSpec("uid-d")));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimRecord> all, checkpoint_.List());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].claim.uid, "uid-good");
+}
+
+TEST_F(PreparerTest, RefusesADeviceHeldByAnotherClaim) {
+  ResourceClaim a = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  ResourceClaim b = Claim("b", "uid-b", {{"gpu", "gpu-0"}});
+  claims_.Add(a);
+  claims_.Add(b);
+  ASSERT_THAT(PrepareOne(a).error, IsEmpty());
+  EXPECT_THAT(PrepareOne(b).error,
+              HasSubstr("device node-1/gpu-0 is already prepared for ResourceClaim default/a"));
+  EXPECT_THAT(preparer_->Unprepare({a.Ref()})["uid-a"], IsEmpty());
+  EXPECT_THAT(PrepareOne(b).error, IsEmpty());
+}
+
+TEST_F(PreparerTest, BackendFailureRollsBack) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}, {"gpu2", "gpu-1"}});
+  claims_.Add(claim);
+  backend_.FailDevice("gpu-1", true);
+  EXPECT_THAT(PrepareOne(claim).error,
+              HasSubstr("preparing device node-1/gpu-1 for request \"gpu2\""));
+  EXPECT_THAT(backend_.PreparedDevices(), IsEmpty());
+  EXPECT_FALSE(Exists(ClaimSpec("uid-a")));
+  EXPECT_FALSE(Exists(dir_.path() + "/data/dra-device-metadata/default_a"));
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  EXPECT_FALSE(record.has_value());
+
+  backend_.FailDevice("gpu-1", false);
+  EXPECT_THAT(PrepareOne(claim).error, IsEmpty());
+}
+
+TEST_F(PreparerTest, ResumesAfterACrashInsidePrepare) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  // The state a crash after PrepareStarted and the backend call leaves behind.
+  ClaimRecord started;
+  started.claim = claim.Ref();
+  started.state = ClaimState::kPrepareStarted;
+  started.devices.push_back({{"gpu"}, kPool, "gpu-0", std::nullopt, false, {}, {}, {}});
+  started.cdi_spec_files = {"k8s.gpu.devlet.test-claim_uid-a.json"};
+  ASSERT_THAT(checkpoint_.Put(started), IsOk());
+  ASSERT_THAT(backend_.Prepare({claim.Ref(), "gpu", kPool, "gpu-0", std::nullopt, false, {}}),
+              IsOk());
+
+  PrepareResult result = PrepareOne(claim);
+  EXPECT_THAT(result.error, IsEmpty());
+  EXPECT_EQ(backend_.PreparedDevices().size(), 1u);
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  EXPECT_EQ(record->state, ClaimState::kPrepareCompleted);
+}
+
+TEST_F(PreparerTest, UnprepareFromTheCheckpointAlone) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  claims_.Remove("default", "a");  // The claim is gone by the time the kubelet unprepares.
+
+  auto results = preparer_->Unprepare({claim.Ref(), {"default", "never", "uid-never"}});
+  EXPECT_THAT(results["uid-a"], IsEmpty());
+  EXPECT_THAT(results["uid-never"], IsEmpty());
+  EXPECT_THAT(backend_.PreparedDevices(), IsEmpty());
+  EXPECT_FALSE(Exists(ClaimSpec("uid-a")));
+  EXPECT_FALSE(Exists(CdiPath("gpu.devlet.test_metadata_uid-a_gpu.json")));
+  EXPECT_FALSE(Exists(dir_.path() + "/data/dra-device-metadata/default_a"));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimRecord> all, checkpoint_.List());
+  EXPECT_THAT(all, IsEmpty());
+  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+}
+
+TEST_F(PreparerTest, CorruptedCheckpointIsAnErrorNotAReset) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  std::string text = ReadFile(dir_.path() + "/data/checkpoint.json");
+  text.replace(text.find("gpu-0"), 5, "gpu-1");
+  testing::WriteFile(dir_.path() + "/data/checkpoint.json", text);
+
+  EXPECT_THAT(PrepareOne(claim).error, HasSubstr("checksum mismatch"));
+  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], HasSubstr("checksum mismatch"));
+  testing::WriteFile(dir_.path() + "/data/checkpoint.json", "{garbage");
+  EXPECT_THAT(checkpoint_.List(), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("corrupted")));
+}
+
+TEST_F(PreparerTest, RollingUpdateHoldsTheSerializeLock) {
+  options_.serialize_lock_path = dir_.path() + "/data/serialize.lock";
+  ClaimPreparer preparer(options_, claims_, backend_, cdi_, checkpoint_);
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  EXPECT_THAT(preparer.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+  EXPECT_TRUE(Exists(options_.serialize_lock_path));
+}
+
+TEST(FileCheckpointStore, RoundTripsRecords) {
+  TempDir dir;
+  FileCheckpointStore store(dir.path() + "/cp.json");
+  ClaimRecord record;
+  record.claim = {"ns", "c", "u"};
+  record.state = ClaimState::kPrepareCompleted;
+  record.pod_claim_name = "gpus";
+  PreparedDeviceRecord device;
+  device.requests = {"gpu/large"};
+  device.pool = "p";
+  device.device = "d";
+  device.share_id = "s";
+  device.admin_access = true;
+  device.config.env = {{"A", "1"}};
+  device.config.bind_driver = "vfio-pci";
+  device.prepared.edits.env = {"A=1"};
+  device.prepared.edits.device_nodes = {{"/dev/x", "/dev/y", "rw"}};
+  device.prepared.edits.mounts = {{"/h", "/c", {"ro"}}};
+  device.prepared.attributes = {{"i", std::int64_t{3}}, {"b", true}, {"s", std::string("x")},
+                                {"v", VersionValue{"1.2.3"}}};
+  device.cdi_device_ids = {"k/c=d"};
+  record.devices.push_back(device);
+  record.cdi_spec_files = {"f.json"};
+  record.metadata_files = {"/m"};
+  ASSERT_THAT(store.Put(record), IsOk());
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> got, store.Get("u"));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->pod_claim_name, "gpus");
+  ASSERT_EQ(got->devices.size(), 1u);
+  const PreparedDeviceRecord& d = got->devices[0];
+  EXPECT_EQ(d.requests, device.requests);
+  EXPECT_EQ(d.share_id, "s");
+  EXPECT_TRUE(d.admin_access);
+  EXPECT_EQ(d.config, device.config);
+  EXPECT_EQ(d.prepared.edits, device.prepared.edits);
+  EXPECT_EQ(d.prepared.attributes, device.prepared.attributes);
+  EXPECT_EQ(d.cdi_device_ids, device.cdi_device_ids);
+  EXPECT_EQ(got->cdi_spec_files, record.cdi_spec_files);
+  EXPECT_EQ(got->metadata_files, record.metadata_files);
+  ASSERT_THAT(store.Delete("u"), IsOk());
+  ASSERT_THAT(store.Delete("u"), IsOk());
+  ASSERT_OK_AND_ASSIGN(got, store.Get("u"));
+  EXPECT_FALSE(got.has_value());
+}
+
+}  // namespace
+}  // namespace devlet::dra_kubelet

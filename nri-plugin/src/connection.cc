@@ -52,14 +52,13 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Start(UniqueFd trunk,
       options.serve_conn == options.call_conn) {
     return InvalidArgument("NRI connection: serve and call connection ids must differ and be > 0");
   }
-  if (options.workers < 1) {
-    options.workers = 1;
+  if (options.workers < 2) {
+    options.workers = 2;  // one to lead (read), at least one to take over while it serves
   }
   std::unique_ptr<Connection> connection(new Connection(std::move(trunk), std::move(options)));
   for (int i = 0; i < connection->options_.workers; ++i) {
-    connection->workers_.emplace_back([c = connection.get()] { c->WorkerLoop(); });
+    connection->workers_.emplace_back([c = connection.get()] { c->ThreadLoop(); });
   }
-  connection->reader_ = std::thread([c = connection.get()] { c->ReaderLoop(); });
   return connection;
 }
 
@@ -67,15 +66,7 @@ Connection::Connection(UniqueFd trunk, ConnectionOptions options)
     : trunk_(std::move(trunk)), options_(std::move(options)) {}
 
 Connection::~Connection() {
-  Close();
-  if (reader_.joinable()) {
-    reader_.join();
-  }
-  {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
-    stopping_ = true;
-  }
-  tasks_cv_.notify_all();
+  Close();  // The leader reads EOF and tears down, which stops every thread.
   for (auto& worker : workers_) {
     worker.join();
   }
@@ -105,26 +96,58 @@ absl::Status Connection::close_reason() const {
   return close_reason_;
 }
 
-void Connection::ReaderLoop() {
-  std::string buffer(64 * 1024, '\0');
-  absl::Status why;
+// Leader/follower: the pool's threads take turns reading the socket. The leader reads and decodes;
+// when a chunk yields requests and another thread is idle, that thread becomes the leader and the
+// old leader serves the first request itself, so a request's critical path has no thread hand-off.
+// With no idle thread the leader queues the requests and keeps reading: the socket is always read.
+void Connection::ThreadLoop() {
+  std::unique_lock<std::mutex> lock(tasks_mu_);
   while (true) {
-    const ssize_t n = ::read(trunk_.get(), buffer.data(), buffer.size());
+    ++idle_;
+    tasks_cv_.wait(lock, [&] { return stopping_ || !leader_present_ || !tasks_.empty(); });
+    --idle_;
+    if (stopping_) {
+      return;
+    }
+    if (!leader_present_) {
+      leader_present_ = true;
+      lock.unlock();
+      std::function<void()> task = Lead();
+      if (task) {
+        task();
+      }
+      lock.lock();
+      continue;
+    }
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+std::function<void()> Connection::Lead() {
+  if (read_buffer_.empty()) {
+    read_buffer_.resize(64 * 1024);
+  }
+  while (true) {
+    const ssize_t n = ::read(trunk_.get(), read_buffer_.data(), read_buffer_.size());
     if (n == 0) {
-      why = Unavailable(close_requested_ ? "NRI connection closed"
-                                         : "NRI peer closed the connection");
-      break;
+      Teardown(Unavailable(close_requested_ ? "NRI connection closed"
+                                            : "NRI peer closed the connection"));
+      return {};
     }
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
-      why = close_requested_ ? Unavailable("NRI connection closed")
-                             : ErrnoToStatus(errno, "reading the NRI socket");
-      break;
+      Teardown(close_requested_ ? Unavailable("NRI connection closed")
+                                : ErrnoToStatus(errno, "reading the NRI socket"));
+      return {};
     }
     absl::Status status = mux_decoder_.Feed(
-        std::string_view(buffer.data(), static_cast<size_t>(n)),
+        std::string_view(read_buffer_.data(), static_cast<size_t>(n)),
         [&](uint32_t conn_id, std::string_view payload) {
           TtrpcMessageDecoder* decoder = nullptr;
           if (conn_id == options_.serve_conn) {
@@ -139,11 +162,30 @@ void Connection::ReaderLoop() {
           });
         });
     if (!status.ok()) {
-      why = status;
-      break;
+      ready_.clear();
+      Teardown(status);
+      return {};
     }
+    if (ready_.empty()) {
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(tasks_mu_);
+    if (idle_ > 0) {
+      std::function<void()> first = std::move(ready_.front());
+      for (size_t i = 1; i < ready_.size(); ++i) {
+        tasks_.push_back(std::move(ready_[i]));
+      }
+      ready_.clear();
+      leader_present_ = false;
+      lock.unlock();
+      tasks_cv_.notify_all();
+      return first;
+    }
+    for (auto& task : ready_) {
+      tasks_.push_back(std::move(task));
+    }
+    ready_.clear();
   }
-  Teardown(why);
 }
 
 void Connection::Teardown(const absl::Status& why) {
@@ -167,6 +209,11 @@ void Connection::Teardown(const absl::Status& why) {
   if (options_.on_close) {
     options_.on_close(why);
   }
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    stopping_ = true;
+  }
+  tasks_cv_.notify_all();
 }
 
 void Connection::OnMessage(uint32_t conn_id, TtrpcMessage message) {
@@ -386,27 +433,7 @@ absl::StatusOr<std::string> Connection::Call(std::string_view service, std::stri
 }
 
 void Connection::Enqueue(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
-    tasks_.push_back(std::move(task));
-  }
-  tasks_cv_.notify_one();
-}
-
-void Connection::WorkerLoop() {
-  while (true) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(tasks_mu_);
-      tasks_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-      if (stopping_) {
-        return;
-      }
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
-    task();
-  }
+  ready_.push_back(std::move(task));  // Leader only; dispatched after the chunk (see Lead).
 }
 
 }  // namespace devlet::nri

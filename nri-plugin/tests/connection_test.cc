@@ -313,8 +313,7 @@ TEST_F(RawPeerTest, OversizedMuxFrameClosesTheConnection) {
   PutUint32(header.data() + 4, 0x7fffffff);
   Send(header);
   EXPECT_TRUE(connection_->WaitClosed(2s));
-  std::lock_guard<std::mutex> lock(mu_);
-  EXPECT_THAT(close_reason_, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(connection_->close_reason(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(RawPeerTest, TruncatedFrameThenCloseDoesNotHang) {

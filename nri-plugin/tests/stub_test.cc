@@ -276,6 +276,11 @@ TEST_F(StubTest, ReconnectsAfterRuntimeGoesAway) {
   StartStub(RecordingHandlers(recorder), {.on_close = [&](const absl::Status&) { ++closes; }});
   auto first = Accept();
   ASSERT_NE(first, nullptr);
+  // The session sees RegisterPlugin before the stub reads the reply: wait for the stub's side.
+  for (int i = 0; i < 200 && stub_->registrations() < 1; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(stub_->registrations(), 1);
   first->connection().Close();
   first.reset();
   auto second = Accept();

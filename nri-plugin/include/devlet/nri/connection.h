@@ -6,8 +6,9 @@
 //   plugin role:  serve kPluginServiceConn (1), call kRuntimeServiceConn (2)
 //   runtime role: serve kRuntimeServiceConn (2), call kPluginServiceConn (1)
 //
-// One reader thread owns the socket's read side and never runs handlers: requests go to a small
-// worker pool, responses wake the waiting caller. Writes are serialized per message. Unknown
+// A small pool of threads takes turns reading the socket (leader/follower): the socket is always
+// being read, whatever the handlers do, and a request is served by the thread that read it while
+// an idle thread takes over reading; responses wake the waiting caller. Writes are serialized per message. Unknown
 // services and methods get Unimplemented; oversized messages get ResourceExhausted; a malformed
 // trunk closes the connection (as the Go side does).
 //
@@ -72,8 +73,8 @@ struct ConnectionOptions {
   uint32_t serve_conn = kPluginServiceConn;  // mux connection where we answer requests
   uint32_t call_conn = kRuntimeServiceConn;  // mux connection where we send requests
   std::shared_ptr<const ServiceRegistry> services;  // null: every request is Unimplemented
-  int workers = 4;                                  // threads running handlers
-  // Called once, from the reader thread, when the connection is gone (EOF, error or Close()).
+  int workers = 4;  // threads reading and running handlers (at least 2)
+  // Called once, from a pool thread, when the connection is gone (EOF, error or Close()).
   // Must not destroy the Connection.
   std::function<void(const absl::Status& why)> on_close;
 };
@@ -117,7 +118,8 @@ class Connection {
   };
 
   Connection(UniqueFd trunk, ConnectionOptions options);
-  void ReaderLoop();
+  void ThreadLoop();
+  std::function<void()> Lead();
   void OnMessage(uint32_t conn_id, TtrpcMessage message);
   void HandleRequest(uint32_t conn_id, TtrpcMessage message);
   void HandleResponse(TtrpcMessage message);
@@ -128,7 +130,6 @@ class Connection {
   absl::Status SendMessageLocked(uint32_t conn_id, uint32_t stream_id, TtrpcMessageType type,
                                  std::string_view data);
   void Enqueue(std::function<void()> task);
-  void WorkerLoop();
   void Teardown(const absl::Status& why);
 
   UniqueFd trunk_;
@@ -139,12 +140,14 @@ class Connection {
   std::mutex pending_mu_;
   std::map<uint32_t, std::shared_ptr<Pending>> pending_;
   uint32_t next_stream_id_ = 1;
-  uint32_t last_request_stream_id_ = 0;  // reader thread only
+  uint32_t last_request_stream_id_ = 0;  // leader only
 
   std::mutex tasks_mu_;
   std::condition_variable tasks_cv_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
+  bool leader_present_ = false;
+  int idle_ = 0;
 
   mutable std::mutex state_mu_;
   std::condition_variable state_cv_;
@@ -152,11 +155,13 @@ class Connection {
   absl::Status close_reason_;
   std::atomic<bool> close_requested_{false};
 
+  // Leader-only state.
+  std::string read_buffer_;
+  std::vector<std::function<void()>> ready_;
   MuxFrameDecoder mux_decoder_;
   TtrpcMessageDecoder serve_decoder_;
   TtrpcMessageDecoder call_decoder_;
 
-  std::thread reader_;
   std::vector<std::thread> workers_;
 };
 

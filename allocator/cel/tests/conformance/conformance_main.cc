@@ -37,11 +37,13 @@
 namespace devlet::cel::conformance {
 namespace {
 
-// The files research §4.1 lists as the minimum for a DRA evaluator.
+// The files research §4.1 lists as the minimum for a DRA evaluator, plus the extension files of
+// libraries Kubernetes enables (ext.Lists v3, ext.Sets) and the plumbing/namespace basics.
 constexpr const char* kDefaultFiles[] = {
-    "basic",        "logic",   "comparisons", "macros",       "macros2",
-    "string",       "string_ext", "integer_math", "fp_math",  "lists",
-    "fields",       "conversions", "parse",    "optionals",    "bindings_ext",
+    "basic",        "logic",       "comparisons", "macros",    "macros2",  "string",
+    "string_ext",   "integer_math", "fp_math",    "lists",     "fields",   "conversions",
+    "parse",        "optionals",   "bindings_ext", "lists_ext", "sets_ext", "plumbing",
+    "namespace",
 };
 
 // ---- Converting conformance protos (cel.expr.Value, cel.expr.Type) -------------------------------

@@ -237,6 +237,10 @@ uint64_t Arg1TraverseCost(const Val* a, uint32_t n) { return n > 1 ? CostOf(0.1,
 uint64_t Arg0TraverseCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostOf(0.1, CostSize(a[0]))); }
 uint64_t SplitCost(const Val* a, uint32_t) { return CostOf(0.2, CostSize(a[0])); }
 uint64_t ListSizeCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostSize(a[0])); }
+// lists.range(n) builds n elements: charge them, so that memory stays bounded by the cost limit.
+uint64_t RangeCost(const Val* a, uint32_t) {
+  return a[0].kind == VK::kInt && a[0].i > 1 ? static_cast<uint64_t>(a[0].i) : 1;
+}
 
 Val Matches(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("matches");
@@ -859,7 +863,7 @@ Val Distinct(Ctx& ctx, const Val* a, uint32_t n) {
 
 Val Range(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kInt) NO_OVERLOAD("lists.range");
-  if (a[0].i > 1'000'000) return ctx.Error("lists.range: size exceeds limit");
+  if (a[0].i > 10'000'000) return ctx.Error("lists.range: size exceeds limit");
   const auto size = static_cast<uint32_t>(std::max<int64_t>(0, a[0].i));
   Val list = ctx.ListWithCapacity(size);
   for (uint32_t i = 0; i < size; ++i) list.l->data[i] = Val::Int(i);
@@ -1100,7 +1104,7 @@ std::vector<FunctionDef> StandardFunctions() {
       {"slice", Slice, false, true, kListsLibrary, ListSizeCost, K::kDyn, 3, 3},
       {"flatten", Flatten, false, true, kListsLibrary, ListSizeCost, K::kList, 1, 2},
       {"distinct", Distinct, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
-      {"lists.range", Range, true, false, kListsLibrary, nullptr, K::kList, 1, 1},
+      {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1},
       {"reverse", Reverse, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
       {"sort", Sort, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
       {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, ListSizeCost, K::kDyn, 2, 2},

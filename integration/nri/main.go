@@ -501,7 +501,10 @@ func runTests(bin, dir string) {
 		check(len(cdiNames(rsp.Adjust)) == 0, "slow plugin's adjustment should be missing: %v", rsp.Adjust)
 		check(time.Since(start) < 3*requestTimeout, "slow create took %v", time.Since(start))
 	}
+	dropped := time.Now()
 	rt.waitSync("devlet reconnect after timeout")
+	// The handler still sleeps ~1 s more: reconnection must not wait for it.
+	check(time.Since(dropped) < 900*time.Millisecond, "reconnection took %v", time.Since(dropped))
 	after := pod("pod-after-restart", report())
 	rsp, err = create(rt, after, container(after, "app"))
 	if check(err == nil, "CreateContainer after reconnect: %v", err) {

@@ -36,7 +36,7 @@ void Serve(ServiceRegistry& services, const std::string& method, Fn fn) {
       kPluginService, method,
       [method, fn = std::move(fn)](const CallContext&,
                                    std::string_view payload) -> absl::StatusOr<std::string> {
-        Request request;
+        Request request;  // handed over mutable: handlers may move parts out
         if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
           return InvalidArgument("NRI " + method + ": undecodable request");
         }
@@ -118,7 +118,17 @@ Stub::Stub(Handlers handlers, StubOptions options)
       options_(std::move(options)),
       services_(std::make_shared<ServiceRegistry>()) {}
 
-Stub::~Stub() { Stop(); }
+Stub::~Stub() {
+  Stop();
+  std::vector<std::thread> reapers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reapers.swap(reapers_);
+  }
+  for (auto& reaper : reapers) {
+    reaper.join();
+  }
+}
 
 void Stub::RegisterServices() {
   ServiceRegistry& s = *services_;
@@ -168,15 +178,15 @@ void Stub::RegisterServices() {
 
   Serve<api::SynchronizeRequest, api::SynchronizeResponse>(
       s, "Synchronize",
-      [this](const api::SynchronizeRequest& request) -> absl::StatusOr<api::SynchronizeResponse> {
+      [this](api::SynchronizeRequest& request) -> absl::StatusOr<api::SynchronizeResponse> {
         std::lock_guard<std::mutex> lock(sync_mu_);
         log::Logger().V(3).Info("NRI Synchronize page", "pods", request.pods_size(), "containers",
                                 request.containers_size(), "more", request.more());
-        for (const auto& pod : request.pods()) {
-          sync_pods_.push_back(pod);
+        for (auto& pod : *request.mutable_pods()) {
+          sync_pods_.push_back(std::move(pod));
         }
-        for (const auto& container : request.containers()) {
-          sync_containers_.push_back(container);
+        for (auto& container : *request.mutable_containers()) {
+          sync_containers_.push_back(std::move(container));
         }
         api::SynchronizeResponse response;
         if (request.more()) {
@@ -447,12 +457,19 @@ absl::Status Stub::Run() {
     connection->Close();
     connection->WaitClosed(std::chrono::seconds(5));
     const absl::Status why = registered.ok() ? connection->close_reason() : registered;
-    // Callers of UpdateContainers may briefly hold the connection; it must be destroyed here,
-    // never on one of its own threads.
-    while (connection.use_count() > 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Destroying the connection joins its threads, which may still be inside a handler the
+    // runtime gave up on (a timed-out CreateContainer): do it off this thread, so that a stuck
+    // handler never delays the reconnection. Never on one of the connection's own threads either:
+    // callers of UpdateContainers may briefly hold a reference.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reapers_.emplace_back([doomed = std::move(connection)]() mutable {
+        while (doomed.use_count() > 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        doomed.reset();
+      });
     }
-    connection.reset();
     {
       std::lock_guard<std::mutex> lock(sync_mu_);
       sync_pods_.clear();

@@ -227,6 +227,19 @@ TEST_F(StubTest, RegisterConfigureEventsAndSubscription) {
                                      "CreateContainer:ctr1"));
 }
 
+TEST_F(StubTest, UndecodablePayloadIsRefusedAndTheConnectionSurvives) {
+  Recorder recorder;
+  StartStub(RecordingHandlers(recorder));
+  auto session = Accept();
+  ASSERT_NE(session, nullptr);
+  EXPECT_THAT(session->connection().Call(kPluginService, "CreateContainer",
+                                         std::string("\x0a\xff\xff\xff\xff\x0f", 6), 2s),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("undecodable")));
+  api::CreateContainerRequest create;
+  *create.mutable_pod() = Pod("u1");
+  ASSERT_OK(session->Call<api::CreateContainerResponse>("CreateContainer", create));
+}
+
 TEST_F(StubTest, SynchronizePaging) {
   Recorder recorder;
   StartStub(RecordingHandlers(recorder));

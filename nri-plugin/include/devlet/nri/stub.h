@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -136,6 +137,7 @@ class Stub {
  public:
   // Create validates the options (after applying the environment when allowed).
   static absl::StatusOr<std::unique_ptr<Stub>> Create(Handlers handlers, StubOptions options);
+  // Stops, then waits for handlers still running on closed connections. Run() must have returned.
   ~Stub();
 
   // Run connects, registers and serves until Stop(). External mode reconnects with backoff;
@@ -182,6 +184,7 @@ class Stub {
   bool stop_ = false;
   bool fd_used_ = false;
   std::shared_ptr<Connection> connection_;
+  std::vector<std::thread> reapers_;  // destroy closed connections off the Run() thread
   std::optional<RuntimeInfo> runtime_;
   uint32_t events_ = 0;
   int registrations_ = 0;

@@ -136,7 +136,7 @@ Registry Registry::Load(const std::vector<std::string>& dirs, FileSystem* fs) {
                                               Message(spec.status()));
         continue;
       }
-      registry.Add(path, static_cast<int>(priority), *std::move(spec));
+      registry.AddWithoutRebuild(path, static_cast<int>(priority), *std::move(spec));
     }
   }
   registry.Rebuild();
@@ -144,9 +144,13 @@ Registry Registry::Load(const std::vector<std::string>& dirs, FileSystem* fs) {
 }
 
 void Registry::Add(std::string path, int priority, Spec spec) {
+  AddWithoutRebuild(std::move(path), priority, std::move(spec));
+  Rebuild();
+}
+
+void Registry::AddWithoutRebuild(std::string path, int priority, Spec spec) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) {
     load_errors_[path].push_back("CDI spec " + Quote(path) + ": " + Message(s));
-    Rebuild();
     return;
   }
   auto loaded = std::make_unique<LoadedSpec>();
@@ -154,7 +158,6 @@ void Registry::Add(std::string path, int priority, Spec spec) {
   loaded->priority = priority;
   loaded->spec = std::move(spec);
   specs_.push_back(std::move(loaded));
-  Rebuild();
 }
 
 void Registry::Rebuild() {

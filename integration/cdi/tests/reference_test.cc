@@ -31,8 +31,10 @@ std::string ReadFile(const fs::path& path) {
   return buffer.str();
 }
 
-// RunPeer runs cdi-peer with `args` and returns its parsed stdout.
-json RunPeer(const std::vector<std::string>& args) {
+}  // namespace
+
+// RunPeerForTest runs cdi-peer with `args` and returns its parsed stdout.
+json RunPeerForTest(const std::vector<std::string>& args) {
   std::string command = DEVLET_CDI_PEER;
   for (const std::string& arg : args) command += " '" + arg + "'";
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -46,6 +48,10 @@ json RunPeer(const std::vector<std::string>& args) {
   EXPECT_EQ(rc, 0) << command;
   return json::parse(out);
 }
+
+namespace {
+
+json RunPeer(const std::vector<std::string>& args) { return RunPeerForTest(args); }
 
 class ReferenceTest : public ::testing::Test {
  protected:

@@ -11,6 +11,20 @@
 //
 //   DEVLET_ASSIGN_OR_RETURN(devlet::cdi::ContainerEdits edits, registry.Resolve(ids));
 //   DEVLET_ASSIGN_OR_RETURN(std::string out, devlet::cdi::InjectEdits(oci_json, edits));
+//
+// Mapping a ContainerAdjustment onto an NRI ContainerAdjustment (research/nri.md), field by field:
+//   env                 -> env (NRI replaces an existing KEY, like CDI);
+//   devices             -> linux.devices: RemoveDevice(path) then AddDevice, in order;
+//   device_cgroup_rules -> linux.resources.devices (appended);
+//   net_devices         -> linux.net_devices (NRI >= v0.11 / containerd 2.2.1 / CRI-O 1.35);
+//   mounts              -> RemoveMount(destination) then AddMount; the runtime sorts mounts itself,
+//                          so the CDI depth sort needs no counterpart;
+//   hooks               -> hooks, per stage;
+//   intel_rdt           -> linux.rdt (clos_id, schemata, enable_monitoring) on NRI >= v0.11, else
+//                          linux.resources.rdt_class = clos_id;
+//   additional_gids     -> no NRI adjustment exists: report it (or ask the runtime to inject the
+//                          CDI device itself through CDI_devices, NRI >= v0.7.0).
+// Fill EditContext from the NRI Container's user (uid/gid) and linux namespaces/mappings.
 #pragma once
 
 #include <cstdint>

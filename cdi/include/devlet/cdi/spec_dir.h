@@ -117,6 +117,7 @@ class Registry {
     const LoadedSpec* spec = nullptr;
     const Device* device = nullptr;
   };
+  void AddWithoutRebuild(std::string path, int priority, Spec spec);
   void Rebuild();
 
   std::vector<std::unique_ptr<LoadedSpec>> specs_;

@@ -164,5 +164,38 @@ TEST_F(ReferenceTest, ConflictsAndErrorsMatch) {
   EXPECT_EQ(peer_paths, our_paths) << peer.at("errors").dump(1);
 }
 
+// Several directories: the later one wins silently, and a conflict inside one directory removes
+// the device even where another directory defines it too.
+TEST_F(ReferenceTest, PrioritiesAcrossDirectoriesMatch) {
+  auto write = [&](const std::string& dir, const std::string& name, const std::string& device,
+                   const std::string& env) {
+    fs::create_directories(dir_ / dir);
+    std::ofstream(dir_ / dir / name)
+        << R"({"cdiVersion":"0.3.0","kind":"v.com/c","devices":[{"name":")" + device +
+               R"(","containerEdits":{"env":[")" + env + R"("]}}]})";
+  };
+  write("etc", "a.json", "x", "FROM=etc");
+  write("run", "a.json", "x", "FROM=run");
+  write("etc", "b.json", "y", "FROM=etc1");
+  write("etc", "c.json", "y", "FROM=etc2");  // conflict at priority 0
+  write("run", "d.json", "y", "FROM=run");   // ...still removed by the reference cache
+  write("run", "e.json", "z", "FROM=run");
+  write("etc", "f.json", "z", "FROM=etc");   // lower priority: ignored
+  const std::string oci = (dir_ / "config.json").string();
+  std::ofstream(oci) << R"({"ociVersion":"1.2.0","process":{"user":{"uid":0,"gid":0},"cwd":"/"}})";
+  const json peer = RunPeer({"-spec-dir", (dir_ / "etc").string(), "-spec-dir",
+                             (dir_ / "run").string(), "-oci", oci, "-devices", "v.com/c=x,v.com/c=z"});
+  const Registry registry = Registry::Load({(dir_ / "etc").string(), (dir_ / "run").string()});
+  EXPECT_EQ(peer.at("devices").get<std::vector<std::string>>(), registry.DeviceNames());
+  std::vector<std::string> peer_paths;
+  for (const auto& [path, errors] : peer.at("errors").items()) peer_paths.push_back(path);
+  std::vector<std::string> our_paths;
+  for (const auto& [path, errors] : registry.errors()) our_paths.push_back(path);
+  EXPECT_EQ(peer_paths, our_paths) << peer.at("errors").dump(1);
+  ASSERT_OK_AND_ASSIGN(ContainerEdits edits, registry.Resolve({"v.com/c=x", "v.com/c=z"}));
+  ASSERT_OK_AND_ASSIGN(std::string ours, InjectEdits(peer.at("input").dump(), edits));
+  EXPECT_EQ(json::parse(ours), peer.at("output"));
+}
+
 }  // namespace
 }  // namespace devlet::cdi

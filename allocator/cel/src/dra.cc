@@ -2,6 +2,7 @@
 #include "devlet/cel/dra.h"
 
 #include <deque>
+#include <optional>
 
 #include "devlet/common/status.h"
 #include "program.h"
@@ -18,6 +19,8 @@ namespace devlet::cel::dra {
 struct SimpleDevice::OwnedAttribute {
   Attribute attr;
   std::string text;
+  std::optional<Semver> version;  // pre-parsed when the text is a valid version
+  std::deque<Semver> element_versions;
   std::vector<Attribute> elements;
   std::deque<std::string> element_text;
 };
@@ -59,6 +62,11 @@ void SimpleDevice::SetVersion(std::string_view name, std::string_view value) {
   a.text = std::string(value);
   a.attr.kind = Attribute::Kind::kVersion;
   a.attr.string_value = a.text;
+  // Parse once here; an invalid version stays text and fails when a selector reads it.
+  if (absl::StatusOr<Semver> v = Semver::Parse(value); v.ok()) {
+    a.version = *std::move(v);
+    a.attr.version = &*a.version;
+  }
 }
 void SimpleDevice::SetInts(std::string_view name, const std::vector<int64_t>& values) {
   OwnedAttribute& a = Slot(name);
@@ -101,6 +109,10 @@ void SimpleDevice::SetVersions(std::string_view name, const std::vector<std::str
     Attribute e;
     e.kind = Attribute::Kind::kVersion;
     e.string_value = a.element_text.back();
+    if (absl::StatusOr<Semver> parsed = Semver::Parse(v); parsed.ok()) {
+      a.element_versions.push_back(*std::move(parsed));
+      e.version = &a.element_versions.back();
+    }
     a.elements.push_back(e);
   }
   a.attr.kind = Attribute::Kind::kList;

@@ -300,7 +300,8 @@ uint32_t MapSize(Ctx& ctx, const Val& map) {
 Val MapKeys(Ctx& ctx, const Val& map) {
   if (map.kind == VK::kMap) return ctx.List(map.m == nullptr ? nullptr : map.m->keys, map.n);
   std::vector<Val> keys;
-  auto add = [&](std::string_view k) { keys.push_back(ctx.String(k)); };
+  // DeviceView names stay valid for the whole evaluation (DeviceView's contract): borrow them.
+  auto add = [&](std::string_view k) { keys.push_back(Val::Str(k)); };
   if (map.kind == VK::kDeviceMap) {
     if (map.sub == 0) {
       map.dev->ForEachAttributeDomain(add);

@@ -11,7 +11,7 @@
 //   devlet::cel::Activation activation;
 //   activation.Bind("x", devlet::cel::Value::Int(7));
 //   devlet::cel::EvalResult result = program->Evaluate(activation);
-//   // result.value.bool_value() == true, result.cost == 4
+//   // result.value.bool_value() == true, result.cost == 3
 //
 // Compile errors follow cel-go's text: one line per error, "ERROR: <input>:LINE:COL: message".
 // Evaluation errors are values (CEL semantics: `false && (1/0 > 1)` is false, not an error);

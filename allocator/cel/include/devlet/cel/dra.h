@@ -17,6 +17,11 @@
 // Lookup semantics (research §3.2): `device.attributes["unknown.domain"]` is an empty map (not an
 // error); a missing name inside a domain is the runtime error "no such key: <name>"; unqualified
 // attribute and capacity names belong to the driver's domain.
+//
+// One deliberate difference: Kubernetes converts every attribute of a device before evaluating,
+// so one invalid `version` attribute fails every selector on that device; here a version is parsed
+// only when a selector reads it (the API server validates versions, so this needs hand-written
+// input). Validate slices up front if that upstream behaviour matters.
 #pragma once
 
 #include <cstdint>

@@ -221,14 +221,19 @@ Nic MakeNic(const Sysfs* sysfs, const Raw& raw) {
 class HwlocSysfsDiscoverer final : public Discoverer {
  public:
   explicit HwlocSysfsDiscoverer(DiscoveryOptions options) : options_(std::move(options)) {
-    if (options_.use_sysfs) sysfs_ = NewRealSysfs(options_.sysfs_root);
+    std::filesystem::path root = std::filesystem::path(options_.sysfs_root).lexically_normal();
+    if (!root.has_filename()) root = root.parent_path();
+    real_root_ = root == "/sys";
+    // An XML machine is simulated: the real /sys describes another machine, so it is not read.
+    if (options_.use_sysfs && !(real_root_ && !options_.topology_xml.empty())) {
+      sysfs_ = NewRealSysfs(options_.sysfs_root);
+    }
   }
 
   absl::StatusOr<Inventory> Discover() override {
     // hwloc probes the live machine's PCI tree only when the sysfs root is the real one; a
     // simulated machine gets its PCI devices from the XML and the fake sysfs tree.
-    const bool live_io = options_.topology_xml.empty() && options_.use_sysfs &&
-                         std::filesystem::path(options_.sysfs_root).lexically_normal() == "/sys";
+    const bool live_io = options_.topology_xml.empty() && sysfs_ != nullptr && real_root_;
     const bool with_io = !options_.topology_xml.empty() || live_io;
     DEVLET_ASSIGN_OR_RETURN(internal::HwlocSnapshot snapshot,
                             internal::LoadHwloc(options_.topology_xml, with_io));
@@ -287,6 +292,7 @@ class HwlocSysfsDiscoverer final : public Discoverer {
 
  private:
   DiscoveryOptions options_;
+  bool real_root_ = false;
   std::unique_ptr<Sysfs> sysfs_;
 };
 

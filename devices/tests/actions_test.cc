@@ -1,4 +1,5 @@
 #include "devlet/devices/actions.h"
+#include "devlet/devices/device_nodes.h"
 
 #include <cerrno>
 #include <filesystem>
@@ -110,6 +111,23 @@ TEST_F(ActionsTest, BindVfioJournalsEachStepFirstAndUndoRestoresTheDriver) {
   size_t writes = fake_.writes().size();
   EXPECT_OK(preparer.Undo(record));
   EXPECT_EQ(fake_.writes().size(), writes);
+}
+
+TEST_F(ActionsTest, DeviceNodesFollowTheBinding) {
+  ASSERT_OK_AND_ASSIGN(DeviceNodeSet gpu, DeviceNodesFor(fake_, kGpu));
+  EXPECT_THAT(gpu.device_nodes, ElementsAre("/dev/dri/card1", "/dev/dri/renderD129"));
+  EXPECT_THAT(gpu.shared_nodes, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(DeviceNodeSet nic, DeviceNodesFor(fake_, "0000:9c:00.0"));
+  EXPECT_THAT(nic.device_nodes, ElementsAre("/dev/infiniband/uverbs1"));
+  EXPECT_THAT(nic.shared_nodes, ElementsAre("/dev/infiniband/rdma_cm"));
+
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.BindVfio(kGpu));
+  ASSERT_OK_AND_ASSIGN(DeviceNodeSet vfio, DeviceNodesFor(fake_, kGpu));
+  EXPECT_THAT(vfio.device_nodes, ElementsAre("/dev/vfio/10"));
+  EXPECT_THAT(vfio.shared_nodes, ElementsAre("/dev/vfio/vfio"));
+  ASSERT_OK(preparer.Undo(record));
+  EXPECT_THAT(DeviceNodesFor(fake_, "0000:77:00.0"), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(ActionsTest, FailedSysfsWriteLeavesTheHostAsItWas) {

@@ -79,6 +79,14 @@ TEST(DiscoveryTest, GpuServerFromHwlocXmlOnly) {
   EXPECT_TRUE(nic->link_up);
 }
 
+TEST(DiscoveryTest, XmlWithTheRealSysfsRootIgnoresTheRealSysfs) {
+  auto discoverer = NewDiscoverer({.sysfs_root = "/sys/", .topology_xml = kGpuServerXml});
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  EXPECT_EQ(inventory.gpus.size(), 8u);
+  EXPECT_EQ(inventory.nics.size(), 2u);
+  EXPECT_EQ(inventory.nics[0].interface, "ens1f0np0");
+}
+
 TEST(DiscoveryTest, GpuServerFromXmlAndSysfs) {
   FakeSysfs fake;
   ASSERT_OK(AddGpuServer(fake));

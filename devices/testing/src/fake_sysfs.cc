@@ -194,6 +194,11 @@ absl::Status FakeSysfs::CreateDriverChildren(const FakePciDevice& device, const 
   }
   for (const std::string& rdma : device.rdma_devices) {
     DEVLET_RETURN_IF_ERROR(WriteText(dir / "infiniband" / rdma / "ports/1/state", "4: ACTIVE\n"));
+    // uverbs<N>, N from the RDMA device's trailing number (mlx5_1 -> uverbs1).
+    size_t digits = rdma.find_last_not_of("0123456789") + 1;
+    std::string index = digits < rdma.size() ? rdma.substr(digits) : "0";
+    DEVLET_RETURN_IF_ERROR(
+        WriteText(dir / "infiniband_verbs" / ("uverbs" + index) / "ibdev", rdma + "\n"));
   }
   for (const std::string& drm : device.drm_nodes) {
     DEVLET_RETURN_IF_ERROR(WriteText(dir / "drm" / drm / "dev", "226:0\n"));
@@ -208,6 +213,7 @@ absl::Status FakeSysfs::RemoveDriverChildren(const FakePciDevice& device) {
   if (device.netdev) fs::remove(root / "class/net" / device.netdev->name, ec);
   fs::remove_all(dir / "net", ec);
   fs::remove_all(dir / "infiniband", ec);
+  fs::remove_all(dir / "infiniband_verbs", ec);
   fs::remove_all(dir / "drm", ec);
   return absl::OkStatus();
 }

@@ -120,7 +120,9 @@ struct DiscoveryOptions {
   // VFs created after an XML snapshot) are added from `bus/pci/devices`.
   std::string sysfs_root = "/sys";
   // An hwloc XML topology (`--topology-xml`) instead of probing the live machine; the simulated
-  // node's CPUs, NUMA nodes and PCI tree come from it.
+  // node's CPUs, NUMA nodes and PCI tree come from it. With an XML file and the real "/sys" as
+  // sysfs root, sysfs is not read (it describes another machine); give a fake tree as sysfs root
+  // to simulate drivers, SR-IOV, link state and hot-plug on top of the XML.
   std::string topology_xml;
   // Read sysfs at all. Off for "XML only" simulations.
   bool use_sysfs = true;

@@ -1,0 +1,38 @@
+#include "devlet/devices/device_nodes.h"
+
+#include "devlet/common/status.h"
+
+namespace devlet::devices {
+
+absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_view pci_address) {
+  const std::string dev = "bus/pci/devices/" + std::string(pci_address);
+  if (!sysfs.Exists(dev)) {
+    return NotFound("PCI device " + std::string(pci_address) + " is gone");
+  }
+  DeviceNodeSet nodes;
+  auto driver = LinkBaseName(sysfs, dev + "/driver");
+  if (driver.ok() && *driver == "vfio-pci") {
+    auto group = LinkBaseName(sysfs, dev + "/iommu_group");
+    if (!group.ok()) {
+      return FailedPrecondition("PCI device " + std::string(pci_address) +
+                                " is bound to vfio-pci but has no IOMMU group");
+    }
+    nodes.device_nodes.push_back("/dev/vfio/" + *group);
+    nodes.shared_nodes.push_back("/dev/vfio/vfio");
+    return nodes;
+  }
+  if (auto drm = sysfs.ListDir(dev + "/drm"); drm.ok()) {
+    for (const std::string& name : *drm) {
+      if (name.rfind("card", 0) == 0 || name.rfind("renderD", 0) == 0) {
+        nodes.device_nodes.push_back("/dev/dri/" + name);
+      }
+    }
+  }
+  if (auto verbs = sysfs.ListDir(dev + "/infiniband_verbs"); verbs.ok() && !verbs->empty()) {
+    for (const std::string& name : *verbs) nodes.device_nodes.push_back("/dev/infiniband/" + name);
+    nodes.shared_nodes.push_back("/dev/infiniband/rdma_cm");
+  }
+  return nodes;
+}
+
+}  // namespace devlet::devices

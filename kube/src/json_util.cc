@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -291,6 +292,7 @@ class JsonBuilder : public YAML::EventHandler {
     if (expanded_ > limits_.max_nodes) {
       Fail("YAML aliases expand to more than " + std::to_string(limits_.max_nodes) + " values");
     }
+    scalar_plain_ = false;
     const Json copy = it->second.value;
     const std::string raw = copy.is_string() ? copy.get<std::string>() : std::string();
     Add(copy, copy.is_string() ? &raw : nullptr, 0, it->second.nodes);
@@ -299,6 +301,7 @@ class JsonBuilder : public YAML::EventHandler {
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
     mark_ = mark;
+    scalar_plain_ = tag == "?";
     if (!IsValidUtf8(value)) {
       Fail("invalid UTF-8 in a value");
     }
@@ -325,6 +328,8 @@ class JsonBuilder : public YAML::EventHandler {
     YAML::anchor_t anchor = 0;
     std::size_t nodes = 1;
     std::optional<std::string> key;  // maps: the key waiting for its value
+    bool merge = false;              // the waiting key is the merge key "<<"
+    std::set<std::string> merged;    // keys that came from a merge and may be overridden
   };
 
   struct Anchored {
@@ -400,14 +405,49 @@ class JsonBuilder : public YAML::EventHandler {
       if (raw == nullptr || value.is_null()) {
         Fail("mapping keys must be strings");
       }
+      if (*raw == "<<" && scalar_plain_) {
+        parent.key = std::string();  // merge key (YAML 1.1, as Kubernetes' YAML reader has it)
+        parent.merge = true;
+        return;
+      }
       if (parent.value.contains(*raw)) {
-        Fail("key \"" + *raw + "\" appears twice");
+        if (parent.merged.erase(*raw) == 0) {
+          Fail("key \"" + *raw + "\" appears twice");
+        }
+        parent.value.erase(*raw);  // an explicit key overrides a merged one
       }
       parent.key = *raw;
       return;
     }
+    if (parent.merge) {
+      parent.merge = false;
+      parent.key.reset();
+      if (value.is_object()) {
+        Merge(parent, value);
+      } else if (value.is_array()) {
+        for (const Json& item : value) {
+          if (!item.is_object()) {
+            Fail("a merge key (<<) needs a mapping or a list of mappings");
+          }
+          Merge(parent, item);
+        }
+      } else {
+        Fail("a merge key (<<) needs a mapping or a list of mappings");
+      }
+      return;
+    }
     parent.value[*parent.key] = std::move(value);
     parent.key.reset();
+  }
+
+  // Merge adds the entries of `from` that `frame` does not have yet; explicit keys win.
+  static void Merge(Frame& frame, const Json& from) {
+    for (auto it = from.begin(); it != from.end(); ++it) {
+      if (!frame.value.contains(it.key())) {
+        frame.value[it.key()] = it.value();
+        frame.merged.insert(it.key());
+      }
+    }
   }
 
   const Limits& limits_;
@@ -419,6 +459,7 @@ class JsonBuilder : public YAML::EventHandler {
   bool started_ = false;
   int last_document_pos_ = 0;
   std::size_t expanded_ = 0;
+  bool scalar_plain_ = false;
   YAML::Mark mark_;
 };
 

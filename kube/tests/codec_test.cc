@@ -251,6 +251,37 @@ spec:
   EXPECT_THAT(attrs.at("d").bool_value, Optional(true));
 }
 
+TEST(DecodeTest, YamlAnchorsAliasesAndMergeKeys) {
+  const std::string text = R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: s}
+spec:
+  driver: d.example.com
+  pool: {name: p, resourceSliceCount: 1}
+  allNodes: true
+  devices:
+  - name: gpu-0
+    attributes: &common
+      model: {string: H200}
+      numaNode: {int: 0}
+  - name: gpu-1
+    attributes:
+      <<: *common
+      numaNode: {int: 1}
+  - name: gpu-2
+    attributes: *common
+)";
+  ASSERT_OK_AND_ASSIGN(ResourceSlice slice, DecodeOne<ResourceSlice>(text));
+  ASSERT_EQ(slice.spec.devices.size(), 3u);
+  EXPECT_THAT(slice.spec.devices[1].attributes.at("model").string_value,
+              Optional(std::string("H200")));
+  EXPECT_THAT(slice.spec.devices[1].attributes.at("numaNode").int_value, Optional(1));
+  EXPECT_EQ(slice.spec.devices[2].attributes, slice.spec.devices[0].attributes);
+  EXPECT_THAT(Decode("a: {<<: 1}\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("merge key")));
+}
+
 TEST(EncodeTest, GoldenClaim) {
   const ResourceClaim claim = DecodeFile<ResourceClaim>("claim_v1.yaml");
   std::string golden = ReadTestData("claim_v1.golden.json");

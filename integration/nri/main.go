@@ -574,6 +574,26 @@ func runTests(bin, dir string) {
 	rt3.a.Stop()
 	stopPlugin(legacy)
 
+	scenario("failure policy fail_request + keep_connected: a timeout fails the creation, plugin stays")
+	strictSocket := filepath.Join(dir, "nri-5.sock")
+	rt5 := newRuntime(dir, strictSocket, nil, nil)
+	rt5.start("adaptation 5 start")
+	strict := startPlugin(bin, "--socket", strictSocket, "--claims", claims, "--numa-cpus", "0=0-3;1=4-7",
+		"--fail-request", "--keep-connected", "--idx", "40")
+	rt5.waitSync("strict plugin")
+	sp := pod("pod-slow", map[string]string{"devlet.test/create-delay-ms": "3000"})
+	_, err = create(rt5, sp, container(sp, "app"))
+	check(err != nil && strings.Contains(err.Error(), "40-devlet"), "slow create with fail_request: %v", err)
+	sa := pod("pod-after-restart", report())
+	rsp, err = create(rt5, sa, container(sa, "app"))
+	if check(err == nil, "CreateContainer after the timeout: %v", err) {
+		check(fmt.Sprint(cdiNames(rsp.Adjust)) == "[devlet.dev/gpu=gpu1]", "still connected? CDI %v", cdiNames(rsp.Adjust))
+		check(rsp.Adjust.Annotations["devlet.test/registrations"] == "1", "registrations %q",
+			rsp.Adjust.Annotations["devlet.test/registrations"])
+	}
+	rt5.a.Stop()
+	stopPlugin(strict)
+
 	scenario("pre-launched plugin: fd 3, NRI_PLUGIN_* environment, config from conf.d, CDI edits policy")
 	script := fmt.Sprintf("#!/bin/sh\nexec %s --cdi-policy edits --numa-cpus '0=0-3;1=4-7'\n", bin)
 	must(os.WriteFile(filepath.Join(dir, "plugins", "30-devlet"), []byte(script), 0o755), "plugin script")

@@ -173,6 +173,11 @@ void Stub::RegisterServices() {
         }
         api::ConfigureResponse response;
         response.set_events(static_cast<int32_t>(events));
+        if (options_.failure_policy) {
+          response.mutable_failure_policy()->set_fail_request(options_.failure_policy->fail_request);
+          response.mutable_failure_policy()->set_keep_connected(
+              options_.failure_policy->keep_connected);
+        }
         return response;
       });
 

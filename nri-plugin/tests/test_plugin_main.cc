@@ -4,6 +4,7 @@
 //   devlet-nri-test-plugin --socket /tmp/nri.sock --claims claims.json [--cdi-policy names]
 //       [--numa-cpus '0=0-3;1=4-7'] [--state-change-only] [--no-reconnect] [--name N --idx NN]
 //       [--subscribe-all]   (want all 14 events; the stub restricts them to the runtime's)
+//       [--fail-request] [--keep-connected]   (the failure policy sent in ConfigureResponse)
 //
 // Pre-launched (NRI_PLUGIN_SOCKET set by the runtime) it uses the inherited socket. A non-empty
 // Configure config replaces the claims (same JSON as --claims). Test hooks, driven by pod
@@ -37,6 +38,8 @@ struct Flags {
   bool state_change_only = false;
   bool reconnect = true;
   bool subscribe_all = false;
+  bool fail_request = false;
+  bool keep_connected = false;
   int verbosity = 0;
 };
 
@@ -133,6 +136,8 @@ absl::Status Main(int argc, char** argv) {
     else if (arg == "--state-change-only") flags.state_change_only = true;
     else if (arg == "--no-reconnect") flags.reconnect = false;
     else if (arg == "--subscribe-all") flags.subscribe_all = true;
+    else if (arg == "--fail-request") flags.fail_request = true;
+    else if (arg == "--keep-connected") flags.keep_connected = true;
     else if (arg == "-v") flags.verbosity = std::stoi(value());
     else return InvalidArgument("unknown flag " + arg);
   }
@@ -158,6 +163,10 @@ absl::Status Main(int argc, char** argv) {
     options.numa_cpus[std::stoi(item.substr(0, eq))] = item.substr(eq + 1);
   }
   TestPlugin plugin(&view, options);
+  std::optional<FailurePolicy> failure_policy;
+  if (flags.fail_request || flags.keep_connected) {
+    failure_policy = FailurePolicy{flags.fail_request, flags.keep_connected};
+  }
   DEVLET_ASSIGN_OR_RETURN(auto stub, Stub::Create(plugin.MakeHandlers(),
                                                   {.name = flags.name,
                                                    .index = flags.idx,
@@ -165,6 +174,7 @@ absl::Status Main(int argc, char** argv) {
                                                    .reconnect = flags.reconnect,
                                                    .min_backoff = std::chrono::milliseconds(20),
                                                    .max_backoff = std::chrono::milliseconds(500),
+                                                   .failure_policy = failure_policy,
                                                    .events_override = flags.subscribe_all ? 0x3FFFu : 0u,
                                                    .state_change_only = flags.state_change_only}));
   plugin.set_stub(stub.get());

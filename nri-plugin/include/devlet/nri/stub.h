@@ -110,6 +110,13 @@ struct Handlers {
 // SubscribedEvents returns the event mask implied by the handlers that are set.
 uint32_t SubscribedEvents(const Handlers& handlers);
 
+// FailurePolicy is what the runtime does when this plugin fails to answer (NRI v0.12.5+; older
+// runtimes ignore it and drop the plugin without failing the request).
+struct FailurePolicy {
+  bool fail_request = false;    // fail the CRI request instead of proceeding without the plugin
+  bool keep_connected = false;  // a request timeout does not disconnect the plugin
+};
+
 // StubOptions configures a Stub.
 struct StubOptions {
   std::string name;   // [a-zA-Z0-9_.+-]+ (NRI_PLUGIN_NAME wins when set)
@@ -122,6 +129,8 @@ struct StubOptions {
   bool reconnect = true;
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{10000};
+  // Sent in ConfigureResponse when set.
+  std::optional<FailurePolicy> failure_policy;
   // Non-zero: subscribe to these events instead of the ones implied by the handlers.
   uint32_t events_override = 0;
   // For tests: answer Unimplemented on the dedicated rpcs that have a StateChange fallback, to

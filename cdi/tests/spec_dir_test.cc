@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "devlet/cdi/codec.h"
+#include "devlet/cdi/testing/faulty_file_system.h"
 #include "devlet/common/testing/status_matchers.h"
 
 namespace devlet::cdi {
@@ -183,6 +184,49 @@ TEST_F(SpecDirTest, ResolveMergesInReferenceOrder) {
   EXPECT_THAT(registry.Resolve({"a.com/x=1", "nope/x=1", "a.com/x=9"}, &unresolved),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope/x=1, a.com/x=9")));
   EXPECT_THAT(unresolved, ElementsAre("nope/x=1", "a.com/x=9"));
+}
+
+}  // namespace
+}  // namespace devlet::cdi
+
+namespace devlet::cdi {
+namespace {
+
+// A failure or a crash at any step of WriteSpec leaves the previous spec file or the new one,
+// never a partial file; temp files a crash leaves are ours to remove, and only ours.
+TEST_F(SpecDirTest, FailureAtEveryWriteStepLeavesOldOrNew) {
+  const std::string dir = root_.string();
+  Spec old_spec = ClaimSpec("u1");
+  Spec new_spec = ClaimSpec("u1");
+  new_spec.devices[0].container_edits.env = {"GPU=new"};
+  const std::string name = TransientSpecName("k8s.devlet.dev", "claim", "u1");
+  for (bool crash : {false, true}) {
+    for (int step = 0;; ++step) {
+      SCOPED_TRACE("crash=" + std::to_string(crash) + " step=" + std::to_string(step));
+      fs::remove_all(root_);
+      ASSERT_OK_AND_ASSIGN(std::string path, WriteSpec(dir, name, old_spec));
+      testing::FaultyFileSystem faulty;
+      faulty.fail_at = step;
+      faulty.crash = crash;
+      const absl::Status status = WriteSpec(dir, name, new_spec, {.fs = &faulty}).status();
+      ASSERT_OK_AND_ASSIGN(Spec on_disk, DecodeSpec(Read(path)));
+      on_disk.version.clear();
+      if (status.ok()) {
+        EXPECT_EQ(on_disk.devices, new_spec.devices);
+      } else {
+        EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+        EXPECT_TRUE(on_disk.devices == old_spec.devices || on_disk.devices == new_spec.devices);
+      }
+      EXPECT_THAT(RemoveLeakedTempFiles(dir, "k8s.devlet.dev", "claim"), IsOk());
+      EXPECT_THAT(ListTransientSpecs(dir, "k8s.devlet.dev", "claim"),
+                  IsOkAndHolds(ElementsAre(Pair("u1", path))));
+      int files = 0;
+      for ([[maybe_unused]] const auto& e : fs::directory_iterator(root_)) ++files;
+      EXPECT_EQ(files, 1);
+      if (faulty.count <= step) break;
+      ASSERT_LT(step, 20);
+    }
+  }
 }
 
 }  // namespace

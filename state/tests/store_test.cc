@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "devlet/common/status.h"
+#include "devlet/cdi/testing/faulty_file_system.h"
 #include "devlet/common/testing/status_matchers.h"
 
 namespace devlet::state {
@@ -27,74 +28,7 @@ using ::testing::SizeIs;
 
 namespace fs = std::filesystem;
 
-// FaultyFileSystem forwards to the real one and fails the `fail_at`-th write-side operation
-// (CreateTempFile, Write, Sync, Close, Rename, SyncDir, Remove) with ENOSPC. With `crash`, the
-// failing Write first writes half its data, and every later operation fails too: the process
-// "died" there and cleans nothing up.
-class FaultyFileSystem final : public cdi::FileSystem {
- public:
-  int fail_at = -1;
-  bool crash = false;
-  int count = 0;
-  bool dead = false;
-
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    return real().ReadFile(path);
-  }
-  absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
-                                     const std::string& suffix, mode_t mode,
-                                     std::string* path) override {
-    DEVLET_RETURN_IF_ERROR(Step("create temp in " + dir));
-    return real().CreateTempFile(dir, prefix, suffix, mode, path);
-  }
-  absl::Status Write(int fd, std::string_view data, const std::string& path) override {
-    if (absl::Status s = Step("write " + path); !s.ok()) {
-      if (crash) (void)real().Write(fd, data.substr(0, data.size() / 2), path);
-      return s;
-    }
-    return real().Write(fd, data, path);
-  }
-  absl::Status Sync(int fd, const std::string& path) override {
-    DEVLET_RETURN_IF_ERROR(Step("fsync " + path));
-    return real().Sync(fd, path);
-  }
-  absl::Status Close(int fd, const std::string& path) override {
-    if (absl::Status s = Step("close " + path); !s.ok()) {
-      (void)real().Close(fd, path);  // a failed close(2) still releases the descriptor
-      return s;
-    }
-    return real().Close(fd, path);
-  }
-  absl::Status Rename(const std::string& from, const std::string& to) override {
-    DEVLET_RETURN_IF_ERROR(Step("rename " + from));
-    return real().Rename(from, to);
-  }
-  absl::Status SyncDir(const std::string& dir) override {
-    DEVLET_RETURN_IF_ERROR(Step("fsync dir " + dir));
-    return real().SyncDir(dir);
-  }
-  absl::Status Remove(const std::string& path) override {
-    DEVLET_RETURN_IF_ERROR(Step("remove " + path));
-    return real().Remove(path);
-  }
-  absl::StatusOr<std::vector<cdi::DirEntry>> ListDir(const std::string& dir) override {
-    return real().ListDir(dir);
-  }
-  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
-    return real().MakeDirs(dir, mode);
-  }
-
- private:
-  static cdi::FileSystem& real() { return cdi::RealFileSystem(); }
-  absl::Status Step(const std::string& what) {
-    if (dead) return Aborted("process is dead: " + what);
-    if (count++ == fail_at) {
-      if (crash) dead = true;
-      return ErrnoToStatus(ENOSPC, what);
-    }
-    return absl::OkStatus();
-  }
-};
+using ::devlet::cdi::testing::FaultyFileSystem;
 
 class StoreTest : public ::testing::Test {
  protected:

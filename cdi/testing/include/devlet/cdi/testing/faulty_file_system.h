@@ -1,0 +1,91 @@
+// File: devlet/cdi/testing/faulty_file_system.h
+//
+// A cdi::FileSystem for tests that fails the N-th write-side step (or "crashes" there), to prove
+// that atomic writes leave the old or the new file, never garbage:
+//
+//   devlet::cdi::testing::FaultyFileSystem faulty;
+//   faulty.fail_at = 2;       // the third step: CreateTempFile=0, Write=1, Sync=2, ...
+//   faulty.crash = true;      // ...and every step after it fails too (no cleanup)
+//   EXPECT_FALSE(WriteSpec(dir, name, spec, {.fs = &faulty}).ok());
+#pragma once
+
+#include <cerrno>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "devlet/cdi/file_system.h"
+#include "devlet/common/status.h"
+
+namespace devlet::cdi::testing {
+
+// FaultyFileSystem forwards to the real one and fails the `fail_at`-th write-side operation
+// (CreateTempFile, Write, Sync, Close, Rename, SyncDir, Remove) with ENOSPC. With `crash`, the
+// failing Write first writes half its data, and every later operation fails too: the process
+// "died" there and cleans nothing up.
+class FaultyFileSystem final : public FileSystem {
+ public:
+  int fail_at = -1;    // index of the step that fails; -1: none
+  bool crash = false;  // after the failure, every step fails (the process "died")
+  int count = 0;       // write-side steps seen so far
+  bool dead = false;   // set once a crash happened
+
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    return real().ReadFile(path);
+  }
+  absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
+                                     const std::string& suffix, mode_t mode,
+                                     std::string* path) override {
+    DEVLET_RETURN_IF_ERROR(Step("create temp in " + dir));
+    return real().CreateTempFile(dir, prefix, suffix, mode, path);
+  }
+  absl::Status Write(int fd, std::string_view data, const std::string& path) override {
+    if (absl::Status s = Step("write " + path); !s.ok()) {
+      if (crash) (void)real().Write(fd, data.substr(0, data.size() / 2), path);
+      return s;
+    }
+    return real().Write(fd, data, path);
+  }
+  absl::Status Sync(int fd, const std::string& path) override {
+    DEVLET_RETURN_IF_ERROR(Step("fsync " + path));
+    return real().Sync(fd, path);
+  }
+  absl::Status Close(int fd, const std::string& path) override {
+    if (absl::Status s = Step("close " + path); !s.ok()) {
+      (void)real().Close(fd, path);  // a failed close(2) still releases the descriptor
+      return s;
+    }
+    return real().Close(fd, path);
+  }
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    DEVLET_RETURN_IF_ERROR(Step("rename " + from));
+    return real().Rename(from, to);
+  }
+  absl::Status SyncDir(const std::string& dir) override {
+    DEVLET_RETURN_IF_ERROR(Step("fsync dir " + dir));
+    return real().SyncDir(dir);
+  }
+  absl::Status Remove(const std::string& path) override {
+    DEVLET_RETURN_IF_ERROR(Step("remove " + path));
+    return real().Remove(path);
+  }
+  absl::StatusOr<std::vector<DirEntry>> ListDir(const std::string& dir) override {
+    return real().ListDir(dir);
+  }
+  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
+    return real().MakeDirs(dir, mode);
+  }
+
+ private:
+  static FileSystem& real() { return RealFileSystem(); }
+  absl::Status Step(const std::string& what) {
+    if (dead) return Aborted("process is dead: " + what);
+    if (count++ == fail_at) {
+      if (crash) dead = true;
+      return ErrnoToStatus(ENOSPC, what);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace devlet::cdi::testing

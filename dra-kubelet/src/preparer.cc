@@ -14,6 +14,7 @@
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
 #include "files.h"
+#include "record_json.h"
 
 namespace devlet::dra_kubelet {
 namespace {
@@ -66,15 +67,6 @@ std::string CdiDeviceName(const std::string& claim_uid, const PreparedDeviceReco
 
 bool SameDevice(const PreparedDeviceRecord& a, const PreparedDeviceRecord& b) {
   return a.pool == b.pool && a.device == b.device && a.share_id == b.share_id;
-}
-
-ordered_json AttributeJson(const AttributeValue& value) {
-  ordered_json out = ordered_json::object();
-  if (const auto* i = std::get_if<std::int64_t>(&value)) out["int"] = *i;
-  if (const auto* b = std::get_if<bool>(&value)) out["bool"] = *b;
-  if (const auto* s = std::get_if<std::string>(&value)) out["string"] = *s;
-  if (const auto* v = std::get_if<VersionValue>(&value)) out["version"] = v->version;
-  return out;
 }
 
 // ClaimFiles is everything a prepared claim puts on disk, derived from its record alone.
@@ -148,7 +140,7 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
       if (!device.prepared.attributes.empty()) {
         ordered_json attributes = ordered_json::object();
         for (const auto& [name, value] : device.prepared.attributes) {
-          attributes[name] = AttributeJson(value);
+          attributes[name] = internal::AttributeToJson(value);
         }
         d["attributes"] = std::move(attributes);
       }
@@ -281,7 +273,19 @@ absl::StatusOr<std::vector<PreparedClaimDevice>> ClaimPreparer::PrepareOne(
 
   DEVLET_ASSIGN_OR_RETURN(std::optional<ClaimRecord> existing, checkpoint_.Get(ref.uid));
   if (existing && existing->state == ClaimState::kPrepareCompleted) {
-    // Repeated prepare (kubelet restart, node reboot): regenerate what is missing, same answer.
+    // Repeated prepare (kubelet restart, node reboot, another pod sharing the claim):
+    // regenerate what is missing, record new consumers, same answer.
+    bool new_pods = false;
+    for (const std::string& pod : claim.reserved_for_uids) {
+      if (std::find(existing->pod_uids.begin(), existing->pod_uids.end(), pod) ==
+          existing->pod_uids.end()) {
+        existing->pod_uids.push_back(pod);
+        new_pods = true;
+      }
+    }
+    if (new_pods) {
+      DEVLET_RETURN_IF_ERROR(WithContext(checkpoint_.Put(*existing), who + ": recording pods"));
+    }
     DEVLET_RETURN_IF_ERROR(WithContext(EnsureFiles(*existing), who));
     return ToKubeletDevices(*existing);
   }
@@ -289,6 +293,7 @@ absl::StatusOr<std::vector<PreparedClaimDevice>> ClaimPreparer::PrepareOne(
   ClaimRecord record;
   record.claim = ref;
   record.state = ClaimState::kPrepareStarted;
+  record.pod_uids = claim.reserved_for_uids;
   if (auto it = claim.annotations.find(std::string(kPodClaimNameAnnotation));
       it != claim.annotations.end() && !it->second.empty()) {
     record.pod_claim_name = it->second;

@@ -19,6 +19,9 @@
 #include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
+#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
+#include "devlet/dra_kubelet/devlet_adapters.h"
+#endif
 
 int main(int argc, char** argv) {
   sigset_t signals;
@@ -38,6 +41,11 @@ int main(int argc, char** argv) {
   bool enable_metadata = false;
   bool health = true;
   int health_resend_ms = 20000;
+#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
+  std::string store = "devlet";
+#else
+  std::string store = "local";
+#endif
   devlet::log::Options log_options;
   devlet::flags::AddFlag(app, "--driver-name", driver_name, "DRA driver name");
   devlet::flags::AddFlag(app, "--node-name", node_name, "Node name; also the pool name");
@@ -55,6 +63,9 @@ int main(int argc, char** argv) {
   devlet::flags::AddFlag(app, "--health", health, "Serve the resource health services");
   devlet::flags::AddFlag(app, "--health-resend-interval-ms", health_resend_ms,
                          "Re-send health at least this often");
+  devlet::flags::AddFlag(app, "--store", store,
+                         "devlet: kube/ codec, cdi/ writer, state/ checkpoint; local: this "
+                         "module's own file-based implementations");
   devlet::flags::AddLoggingFlags(app, log_options);
   try {
     devlet::flags::Parse(app, argc, argv);
@@ -70,17 +81,38 @@ int main(int argc, char** argv) {
 
   using namespace devlet::dra_kubelet;
   const std::string data_dir = plugins_dir + "/" + driver_name;
-  FileClaimSource claims(claims_dir);
   SimulatedBackend backend(node_name, SimulatedBackend::Gpus(devices));
-  JsonCdiWriter cdi(cdi_root);
-  FileCheckpointStore checkpoint(data_dir + "/checkpoint.json");
+  std::unique_ptr<ClaimSource> claims;
+  std::unique_ptr<CdiWriter> cdi;
+  std::unique_ptr<CheckpointStore> checkpoint;
+  if (store == "local") {
+    claims = std::make_unique<FileClaimSource>(claims_dir);
+    cdi = std::make_unique<JsonCdiWriter>(cdi_root);
+    checkpoint = std::make_unique<FileCheckpointStore>(data_dir + "/checkpoint.json");
+#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
+  } else if (store == "devlet") {
+    claims = std::make_unique<ManifestClaimSource>(claims_dir);
+    cdi = std::make_unique<CdiSpecWriter>(cdi_root);
+    absl::StatusOr<std::unique_ptr<StateCheckpointStore>> opened =
+        StateCheckpointStore::Open(data_dir, driver_name, cdi_root);
+    if (!opened.ok()) {
+      logger.Error(opened.status(), "Cannot open the checkpoint");
+      return 1;
+    }
+    checkpoint = *std::move(opened);
+#endif
+  } else {
+    logger.Error(devlet::InvalidArgument("unknown --store " + store), "Bad flags");
+    return 2;
+  }
+  logger.V(1).Info("Using stores", "store", store);
   PreparerOptions preparer_options;
   preparer_options.driver_name = driver_name;
   preparer_options.node_name = node_name;
   preparer_options.plugin_data_dir = data_dir;
   preparer_options.enable_device_metadata = enable_metadata;
   if (!pod_uid.empty()) preparer_options.serialize_lock_path = data_dir + "/serialize.lock";
-  ClaimPreparer preparer(preparer_options, claims, backend, cdi, checkpoint);
+  ClaimPreparer preparer(preparer_options, *claims, backend, *cdi, *checkpoint);
 
   PluginOptions options;
   options.driver_name = driver_name;

@@ -88,6 +88,10 @@ func (t *T) Logf(format string, args ...any) {
 func main() {
 	server := flag.String("server", "", "path of dra_kubelet_test_server")
 	keep := flag.Bool("keep", false, "keep the temporary directories")
+	flag.Func("server-arg", "extra argument for the server (repeatable), e.g. --store=local", func(v string) error {
+		extraServerArgs = append(extraServerArgs, v)
+		return nil
+	})
 	flag.Parse()
 	if *server == "" {
 		fmt.Fprintln(os.Stderr, "--server is required")
@@ -135,6 +139,9 @@ func main() {
 }
 
 // ---- Environment: directories, the plugin process, the registry watcher ------------------------
+
+// extraServerArgs are appended to every server command line (--server-arg).
+var extraServerArgs []string
 
 type envOptions struct {
 	podUID       string
@@ -210,6 +217,7 @@ func newEnv(t *T, server string, opts envOptions) *env {
 	if opts.noHealth {
 		args = append(args, "--health=false")
 	}
+	args = append(args, extraServerArgs...)
 	e.cmd = exec.Command(server, args...)
 	e.cmd.Stdout = os.Stderr
 	e.cmd.Stderr = os.Stderr

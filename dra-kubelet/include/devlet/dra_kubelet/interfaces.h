@@ -184,6 +184,8 @@ struct ClaimRecord {
   ClaimRef claim;
   ClaimState state = ClaimState::kPrepareStarted;
   std::optional<std::string> pod_claim_name;
+  // status.reservedFor[].uid at prepare time: the pods the NRI side joins on.
+  std::vector<std::string> pod_uids;
   std::vector<PreparedDeviceRecord> devices;
   std::vector<std::string> cdi_spec_files;  // Base names in the CDI root.
   std::vector<std::string> metadata_files;  // Absolute paths of device-metadata files.

@@ -1,0 +1,86 @@
+// File: devlet/dra_kubelet/devlet_adapters.h
+//
+// The plugin's interfaces (interfaces.h) implemented on devlet's own modules, as devlet-node wires
+// them:
+//
+//   ResourceClaimFromKube / ManifestClaimSource   kube/ object model and codec (JSON or YAML)
+//   CdiSpecWriter                                 cdi/ spec model, validation and atomic writer
+//   StateCheckpointStore                          state/ checkpoint (shared with the NRI plugin)
+//
+//   DEVLET_ASSIGN_OR_RETURN(auto checkpoint, StateCheckpointStore::Open(data_dir, driver));
+//   CdiSpecWriter cdi("/var/run/cdi");
+//   ManifestClaimSource claims(manifests_dir);
+//   ClaimPreparer preparer(options, claims, backend, cdi, *checkpoint);
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "devlet/dra_kubelet/interfaces.h"
+#include "devlet/kube/resource.h"
+#include "devlet/state/store.h"
+
+namespace devlet::dra_kubelet {
+
+// ResourceClaimFromKube converts a kube/ ResourceClaim into the plugin's narrow view.
+ResourceClaim ResourceClaimFromKube(const kube::ResourceClaim& claim);
+
+// ManifestClaimSource finds claims in the *.json / *.yaml / *.yml files of a directory (the
+// standalone `--manifests DIR` layout), decoded with kube::Decode; files are re-read on each call.
+class ManifestClaimSource final : public ClaimSource {
+ public:
+  explicit ManifestClaimSource(std::string dir);
+
+  absl::StatusOr<ResourceClaim> GetClaim(const std::string& namespace_name,
+                                         const std::string& name,
+                                         const std::string& uid) override;
+
+ private:
+  std::string dir_;
+};
+
+// CdiSpecWriter writes specs with cdi::WriteSpec (validated, atomic) into `cdi_root`.
+class CdiSpecWriter final : public CdiWriter {
+ public:
+  explicit CdiSpecWriter(std::string cdi_root);
+
+  absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
+  absl::Status RemoveSpec(const std::string& file_name) override;
+  bool SpecExists(const std::string& file_name) override;
+
+ private:
+  std::string root_;
+};
+
+// StateCheckpointStore keeps ClaimRecords in the state/ checkpoint. Each record fills the generic
+// PreparedClaim fields the NRI plugin reads (devices with driver, pool, requests, CDI IDs and
+// attributes as strings; pod UIDs; files; applied config) and keeps the full record under the
+// annotation kRecordAnnotation.
+class StateCheckpointStore final : public CheckpointStore {
+ public:
+  static constexpr char kRecordAnnotation[] = "dra-kubelet.devlet.io/record";
+
+  // Open opens (creating) the checkpoint in `dir`. `driver` fills PreparedDevice.driver and
+  // `cdi_root` turns CDI spec names into the paths recorded in PreparedClaim.files.
+  static absl::StatusOr<std::unique_ptr<StateCheckpointStore>> Open(const std::string& dir,
+                                                                    std::string driver,
+                                                                    std::string cdi_root);
+
+  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) override;
+  absl::Status Put(const ClaimRecord& record) override;
+  absl::Status Delete(const std::string& claim_uid) override;
+  absl::StatusOr<std::vector<ClaimRecord>> List() override;
+
+  // store is the underlying state/ store (e.g. for the NRI plugin in the same process).
+  state::CheckpointStore& store() { return *store_; }
+
+ private:
+  StateCheckpointStore(std::unique_ptr<state::CheckpointStore> store, std::string driver,
+                       std::string cdi_root);
+
+  std::unique_ptr<state::CheckpointStore> store_;
+  std::string driver_;
+  std::string cdi_root_;
+};
+
+}  // namespace devlet::dra_kubelet

@@ -1,0 +1,259 @@
+#include "devlet/dra_kubelet/devlet_adapters.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "devlet/cdi/spec.h"
+#include "devlet/cdi/spec_dir.h"
+#include "devlet/common/status.h"
+#include "devlet/dra_kubelet/config.h"
+#include "devlet/kube/codec.h"
+#include "files.h"
+#include "record_json.h"
+
+namespace devlet::dra_kubelet {
+namespace {
+
+bool HasSuffix(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string AttributeString(const AttributeValue& value) {
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return std::to_string(*i);
+  if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  if (const auto* s = std::get_if<std::string>(&value)) return *s;
+  return std::get<VersionValue>(value).version;
+}
+
+cdi::ContainerEdits ToCdi(const ContainerEdits& edits) {
+  cdi::ContainerEdits out;
+  out.env = edits.env;
+  for (const DeviceNode& node : edits.device_nodes) {
+    cdi::DeviceNode n;
+    n.path = node.path;
+    n.host_path = node.host_path;
+    n.permissions = node.permissions;
+    out.device_nodes.push_back(std::move(n));
+  }
+  for (const Mount& mount : edits.mounts) {
+    cdi::Mount m;
+    m.host_path = mount.host_path;
+    m.container_path = mount.container_path;
+    m.options = mount.options;
+    out.mounts.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string StripJson(const std::string& file_name) {
+  return HasSuffix(file_name, ".json") ? file_name.substr(0, file_name.size() - 5) : file_name;
+}
+
+}  // namespace
+
+// ---- kube/ ---------------------------------------------------------------------------------------
+
+ResourceClaim ResourceClaimFromKube(const kube::ResourceClaim& in) {
+  ResourceClaim out;
+  out.namespace_name = in.metadata.namespace_;
+  out.name = in.metadata.name;
+  out.uid = in.metadata.uid;
+  out.generation = in.metadata.generation;
+  out.annotations = in.metadata.annotations;
+  for (const auto& ref : in.status.reserved_for) out.reserved_for_uids.push_back(ref.uid);
+  if (!in.status.allocation) return out;
+  const kube::AllocationResult& allocation = *in.status.allocation;
+  out.allocated = true;
+  for (const auto& result : allocation.devices.results) {
+    out.results.push_back({result.request, result.driver, result.pool, result.device,
+                           result.share_id, result.admin_access.value_or(false)});
+  }
+  for (const auto& config : allocation.devices.config) {
+    AllocationConfig c;
+    c.source = config.source == "FromClass" ? ConfigSource::kFromClass : ConfigSource::kFromClaim;
+    c.requests = config.requests;
+    if (config.opaque) {
+      c.opaque_driver = config.opaque->driver;
+      c.opaque_parameters = config.opaque->parameters.empty() ? "null" : config.opaque->parameters.json;
+    }
+    out.config.push_back(std::move(c));
+  }
+  if (allocation.node_selector) {
+    for (const auto& term : allocation.node_selector->node_selector_terms) {
+      for (const auto& field : term.match_fields) {
+        if (field.key == "metadata.name" && field.operator_ == "In") {
+          out.allocation_node_names.insert(out.allocation_node_names.end(), field.values.begin(),
+                                           field.values.end());
+        }
+      }
+    }
+  }
+  return out;
+}
+
+ManifestClaimSource::ManifestClaimSource(std::string dir) : dir_(std::move(dir)) {}
+
+absl::StatusOr<ResourceClaim> ManifestClaimSource::GetClaim(const std::string& namespace_name,
+                                                            const std::string& name,
+                                                            const std::string& /*uid*/) {
+  std::vector<std::string> files;
+  if (DIR* d = ::opendir(dir_.c_str())) {
+    while (dirent* entry = ::readdir(d)) {
+      std::string file = entry->d_name;
+      if (file[0] != '.' &&
+          (HasSuffix(file, ".json") || HasSuffix(file, ".yaml") || HasSuffix(file, ".yml"))) {
+        files.push_back(dir_ + "/" + file);
+      }
+    }
+    ::closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  std::string errors;
+  for (const std::string& path : files) {
+    DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, internal::ReadFileIfExists(path));
+    if (!content) continue;
+    kube::DecodeOptions options;
+    options.source = path;
+    options.skip_unknown_kinds = true;  // The directory also holds Pods, DeviceClasses, ...
+    absl::StatusOr<std::vector<kube::Object>> objects = kube::Decode(*content, options);
+    if (!objects.ok()) {
+      errors += "; " + Message(objects.status());
+      continue;
+    }
+    for (const kube::Object& object : *objects) {
+      const auto* claim = std::get_if<kube::ResourceClaim>(&object);
+      if (claim != nullptr && claim->metadata.namespace_ == namespace_name &&
+          claim->metadata.name == name) {
+        return ResourceClaimFromKube(*claim);
+      }
+    }
+  }
+  return NotFound("ResourceClaim " + namespace_name + "/" + name + " not found in " + dir_ +
+                  errors);
+}
+
+// ---- cdi/ ----------------------------------------------------------------------------------------
+
+CdiSpecWriter::CdiSpecWriter(std::string cdi_root) : root_(std::move(cdi_root)) {}
+
+absl::Status CdiSpecWriter::WriteSpec(const std::string& file_name, const CdiSpec& spec) {
+  cdi::Spec out;
+  out.kind = spec.kind;
+  for (const CdiDevice& device : spec.devices) {
+    cdi::Device d;
+    d.name = device.name;
+    d.container_edits = ToCdi(device.edits);
+    out.devices.push_back(std::move(d));
+  }
+  // At least the version we were asked for (0.5.0 for names starting with a digit).
+  out.version = cdi::MinimumRequiredVersion(out);
+  if (cdi::CompareVersions(spec.cdi_version, out.version) > 0) out.version = spec.cdi_version;
+  absl::StatusOr<std::string> written = cdi::WriteSpec(root_, StripJson(file_name), std::move(out));
+  return WithContext(written.status(), "writing CDI spec " + file_name);
+}
+
+absl::Status CdiSpecWriter::RemoveSpec(const std::string& file_name) {
+  return cdi::RemoveSpec(root_, StripJson(file_name));
+}
+
+bool CdiSpecWriter::SpecExists(const std::string& file_name) {
+  return internal::PathExists(root_ + "/" + file_name);
+}
+
+// ---- state/ --------------------------------------------------------------------------------------
+
+StateCheckpointStore::StateCheckpointStore(std::unique_ptr<state::CheckpointStore> store,
+                                           std::string driver, std::string cdi_root)
+    : store_(std::move(store)), driver_(std::move(driver)), cdi_root_(std::move(cdi_root)) {}
+
+absl::StatusOr<std::unique_ptr<StateCheckpointStore>> StateCheckpointStore::Open(
+    const std::string& dir, std::string driver, std::string cdi_root) {
+  state::StoreOptions options;
+  options.dir = dir;
+  DEVLET_ASSIGN_OR_RETURN(std::unique_ptr<state::CheckpointStore> store,
+                          state::CheckpointStore::Open(options));
+  return std::unique_ptr<StateCheckpointStore>(
+      new StateCheckpointStore(std::move(store), std::move(driver), std::move(cdi_root)));
+}
+
+namespace {
+
+absl::StatusOr<ClaimRecord> FromState(const state::PreparedClaim& claim) {
+  auto it = claim.annotations.find(StateCheckpointStore::kRecordAnnotation);
+  if (it == claim.annotations.end()) {
+    return absl::DataLossError("checkpoint entry for claim " + claim.namespace_name + "/" + claim.name +
+                    " (UID " + claim.uid + ") was not written by the kubelet plugin");
+  }
+  nlohmann::json doc = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return absl::DataLossError("checkpoint entry for claim UID " + claim.uid +
+                               " holds a malformed plugin record");
+  }
+  DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, internal::RecordFromJson(doc));
+  // The state/ fields are authoritative for what the NRI side may have changed.
+  record.state = claim.state == state::ClaimState::kPrepareCompleted
+                     ? ClaimState::kPrepareCompleted
+                     : ClaimState::kPrepareStarted;
+  record.pod_uids = claim.pod_uids;
+  return record;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<ClaimRecord>> StateCheckpointStore::Get(const std::string& claim_uid) {
+  DEVLET_ASSIGN_OR_RETURN(std::optional<state::PreparedClaim> claim, store_->FindClaim(claim_uid));
+  if (!claim) return std::optional<ClaimRecord>();
+  DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, FromState(*claim));
+  return std::optional<ClaimRecord>(std::move(record));
+}
+
+absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
+  state::PreparedClaim claim;
+  claim.uid = record.claim.uid;
+  claim.namespace_name = record.claim.namespace_name;
+  claim.name = record.claim.name;
+  claim.state = record.state == ClaimState::kPrepareCompleted ? state::ClaimState::kPrepareCompleted
+                                                              : state::ClaimState::kPrepareStarted;
+  claim.pod_uids = record.pod_uids;
+  nlohmann::ordered_json configs = nlohmann::ordered_json::array();
+  for (const PreparedDeviceRecord& device : record.devices) {
+    state::PreparedDevice d;
+    d.driver = driver_;
+    d.pool = device.pool;
+    d.device = device.device;
+    d.requests = device.requests;
+    d.cdi_device_ids = device.cdi_device_ids;
+    d.share_id = device.share_id.value_or("");
+    for (const auto& [name, value] : device.prepared.attributes) {
+      d.attributes[name] = AttributeString(value);
+    }
+    claim.devices.push_back(std::move(d));
+    configs.push_back(nlohmann::ordered_json::parse(EncodeDeviceConfig(device.config)));
+  }
+  for (const std::string& name : record.cdi_spec_files) claim.files.push_back(cdi_root_ + "/" + name);
+  for (const std::string& path : record.metadata_files) claim.files.push_back(path);
+  claim.applied_config = configs.dump();
+  claim.annotations[kRecordAnnotation] = internal::RecordToJson(record).dump();
+  if (record.state == ClaimState::kPrepareCompleted) {
+    return store_->RecordPrepareCompleted(std::move(claim));
+  }
+  return store_->RecordPrepareStarted(std::move(claim));
+}
+
+absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {
+  return store_->Remove(claim_uid);
+}
+
+absl::StatusOr<std::vector<ClaimRecord>> StateCheckpointStore::List() {
+  DEVLET_ASSIGN_OR_RETURN(state::Checkpoint checkpoint, store_->Load());
+  std::vector<ClaimRecord> out;
+  for (const auto& [uid, claim] : checkpoint.claims) {
+    DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, FromState(claim));
+    out.push_back(std::move(record));
+  }
+  return out;
+}
+
+}  // namespace devlet::dra_kubelet

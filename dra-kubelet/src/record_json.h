@@ -1,0 +1,18 @@
+// JSON forms of ClaimRecord and friends, shared by FileCheckpointStore and the state/ adapter.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "devlet/dra_kubelet/interfaces.h"
+
+namespace devlet::dra_kubelet::internal {
+
+nlohmann::ordered_json AttributeToJson(const AttributeValue& value);
+AttributeValue AttributeFromJson(const nlohmann::json& value);
+nlohmann::ordered_json EditsToJson(const ContainerEdits& edits);
+ContainerEdits EditsFromJson(const nlohmann::json& in);
+nlohmann::ordered_json RecordToJson(const ClaimRecord& record);
+absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in);
+
+}  // namespace devlet::dra_kubelet::internal

@@ -2,11 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -212,6 +215,48 @@ TEST_F(StoreTest, LockTimeout) {
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("checkpoint lock")));
   release = true;
   holder.join();
+}
+
+}  // namespace
+}  // namespace devlet::state
+
+namespace devlet::state {
+namespace {
+
+// A real kill -9: a child process rewrites the checkpoint in a loop and is killed at random
+// moments; every time, a restarted store loads a valid checkpoint and leaves no temp file.
+TEST_F(StoreTest, KillNineWhileWritingNeverCorrupts) {
+  ASSERT_NE(OpenStore(), nullptr);
+  std::mt19937 rng(42);
+  for (int round = 0; round < 15; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto store = CheckpointStore::Open({.dir = dir_.string()});
+      if (!store.ok()) ::_exit(1);
+      for (int i = 0;; ++i) {
+        const std::string uid = "c" + std::to_string(i % 50);
+        if (!(*store)->RecordPrepareStarted(Claim(uid, "pod")).ok()) ::_exit(2);
+        if (!(*store)->RecordPrepareCompleted(Claim(uid, "pod")).ok()) ::_exit(3);
+        if (i % 7 == 0 && !(*store)->Remove(uid).ok()) ::_exit(4);
+      }
+    }
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(500, 20000)(rng)));
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+    int wstatus = 0;
+    ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited early with " << WEXITSTATUS(wstatus);
+
+    auto restarted = OpenStore();  // removes the temp file a kill may have left
+    ASSERT_NE(restarted, nullptr);
+    ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, restarted->Load());
+    for (const auto& [uid, claim] : checkpoint.claims) EXPECT_EQ(claim.uid, uid);
+    for (const std::string& file : Files()) {
+      EXPECT_TRUE(file == "checkpoint.json" || file == "checkpoint.lock") << file;
+    }
+  }
 }
 
 }  // namespace

@@ -499,7 +499,10 @@ absl::StatusOr<ProfileConfig> LoadProfileConfig(const std::string& path) {
 
 ProfileConfig DefaultProfileConfig() {
   ProfileConfig config;
-  config.profiles.push_back(Profile{.name = "gpu", .kind = ProfileKind::kGpu});
+  // NVIDIA, AMD and Intel only: servers' BMC display controllers (ASPEED, Matrox) are class 0x03 too.
+  config.profiles.push_back(Profile{.name = "gpu",
+                                    .kind = ProfileKind::kGpu,
+                                    .match = {.vendor_ids = {0x10de, 0x1002, 0x8086}}});
   config.profiles.push_back(Profile{.name = "nic", .kind = ProfileKind::kNic});
   config.profiles.push_back(
       Profile{.name = "cpu", .kind = ProfileKind::kCpu, .sharing = SharingMode::kConsumable});

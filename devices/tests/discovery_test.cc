@@ -79,6 +79,32 @@ TEST(DiscoveryTest, GpuServerFromHwlocXmlOnly) {
   EXPECT_TRUE(nic->link_up);
 }
 
+TEST(DiscoveryTest, NicHeavyServerFromHwlocXml) {
+  auto discoverer = NewDiscoverer({.topology_xml = std::string(DEVLET_DEVICES_TESTDATA) +
+                                                   "/nic-1s-8port.xml",
+                                   .use_sysfs = false});
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  EXPECT_EQ(inventory.cpu.packages, 1);
+  EXPECT_EQ(inventory.cpu.threads_per_core, 1);
+  ASSERT_EQ(inventory.cpu.numa_nodes.size(), 1u);
+  EXPECT_EQ(inventory.cpu.numa_nodes[0].cores, 12);
+  EXPECT_EQ(inventory.cpu.numa_nodes[0].memory_bytes, 128ull << 30);
+  ASSERT_EQ(inventory.nics.size(), 8u);
+  const Nic* port = FindNic(inventory, "0000:4c:00.1");
+  ASSERT_NE(port, nullptr);
+  EXPECT_EQ(port->interface, "ens3f1");
+  EXPECT_EQ(port->mac, "40:a6:b7:02:01:15");
+  EXPECT_EQ(port->model, "E810-C");
+  EXPECT_EQ(port->vendor, "intel");
+  EXPECT_EQ(port->pci.numa_node, 0);
+  EXPECT_EQ(port->pci.pcie_root, "pci0000:4b");
+  EXPECT_EQ(port->speed_mbps, std::nullopt);  // hwloc has no link speed of the netdev
+  ASSERT_EQ(inventory.gpus.size(), 1u);  // the BMC's VGA controller
+  EXPECT_EQ(inventory.gpus[0].pci.class_id, 0x0300);
+  EXPECT_EQ(inventory.gpus[0].vendor, "0x1a03");
+  EXPECT_EQ(inventory.gpus[0].memory_bytes, 0u);
+}
+
 TEST(DiscoveryTest, XmlWithTheRealSysfsRootIgnoresTheRealSysfs) {
   auto discoverer = NewDiscoverer({.sysfs_root = "/sys/", .topology_xml = kGpuServerXml});
   ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());

@@ -172,6 +172,26 @@ TEST(ProfileTest, RescanReportsNoChangeThenNewVfs) {
   EXPECT_EQ(vf->pci_address, "0000:1a:00.3");
 }
 
+TEST(ProfileTest, NicHeavyServerSkipsTheBmcAndNeedsLinkSpeedToShareBandwidth) {
+  auto discoverer =
+      NewDiscoverer({.topology_xml = kData + "/nic-1s-8port.xml", .use_sysfs = false});
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  ASSERT_OK_AND_ASSIGN(DeviceSet set, BuildDeviceSet(inventory, DefaultProfileConfig()));
+  EXPECT_EQ(set.devices.size(), 8u + 1u);  // 8 ports + 1 CPU device; no BMC "GPU"
+  EXPECT_EQ(set.Find("gpu-0"), nullptr);
+  const DraDevice* cpu = set.Find("cpu-numa0");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_FALSE(Attr<bool>(*cpu, "smt"));
+  EXPECT_EQ(cpu->capacities.at("cpus").value, "12");
+  EXPECT_EQ(Attr<std::string>(*set.Find("nic-7"), kAttrPcieRoot), "pci0000:65");
+
+  ASSERT_OK_AND_ASSIGN(ProfileConfig shared,
+                       ParseProfileConfig("profiles:\n- {name: nic, kind: nic, sharing: {mode: consumable}}\n"));
+  EXPECT_THAT(BuildDeviceSet(inventory, shared),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("NIC 0000:18:00.0 reports no link speed")));
+}
+
 TEST(ProfileTest, VmdDomainDeviceGetsVendorAddressAttributeOnly) {
   Inventory inventory;
   Nic nic;

@@ -96,8 +96,9 @@ absl::StatusOr<ProfileConfig> ParseProfileConfig(std::string_view yaml);
 // LoadProfileConfig reads and parses a file.
 absl::StatusOr<ProfileConfig> LoadProfileConfig(const std::string& path);
 
-// DefaultProfileConfig publishes every GPU (gpu-<i>) and NIC physical function (nic-<i>) whole, and
-// one consumable CPU device per NUMA node (cpu-numa<id>).
+// DefaultProfileConfig publishes every NVIDIA, AMD and Intel GPU (gpu-<i>; not BMC display
+// controllers) and every NIC physical function (nic-<i>) whole, and one consumable CPU device per
+// NUMA node (cpu-numa<id>).
 ProfileConfig DefaultProfileConfig();
 
 // BuildDeviceSet applies the profiles to an inventory. The result is deterministic (inventory

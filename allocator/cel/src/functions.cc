@@ -25,6 +25,57 @@ bool IsNum(const Val& v) { return v.kind == VK::kInt || v.kind == VK::kUint || v
 
 #define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
 
+// ---- Runtime costs (cel-go interpreter/runtimecost.go and Kubernetes library/cost.go) ----------
+
+// cel-go's actualSize: Size() of sized values (code points for strings), else 1.
+uint64_t ActualSize(const Val& v) {
+  switch (v.kind) {
+    case VK::kString: return Utf8CountCodePoints(v.str());
+    case VK::kBytes:
+    case VK::kList:
+    case VK::kMap: return v.n;
+    default: return 1;
+  }
+}
+bool IsText(const Val& v) { return v.kind == VK::kString || v.kind == VK::kBytes; }
+uint64_t EqCost(const Val* a, uint32_t) { return CostOf(0.1, std::min(ActualSize(a[0]), ActualSize(a[1]))); }
+uint64_t AddCost(const Val* a, uint32_t) {
+  return IsText(a[0]) && a[0].kind == a[1].kind ? CostOf(0.1, ActualSize(a[0]) + ActualSize(a[1])) : 1;
+}
+uint64_t ReceiverTraverseCost(const Val* a, uint32_t) { return CostOf(0.1, ActualSize(a[0])); }
+// startsWith/endsWith: the Kubernetes cel-go version charges the prefix/suffix traversal.
+uint64_t PrefixCost(const Val* a, uint32_t) { return CostOf(0.1, ActualSize(a[1])); }
+uint64_t ReceiverTraverse2Cost(const Val* a, uint32_t) { return CostOf(0.2, ActualSize(a[0])); }
+uint64_t ConversionCost(const Val* a, uint32_t) {
+  return IsText(a[0]) ? CostOf(0.1, ActualSize(a[0])) : 1;  // string <-> bytes traverse
+}
+uint64_t JoinCost(const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) return 1;
+  uint64_t size = 0;
+  for (uint32_t i = 0; i < a[0].n; ++i) size += ActualSize(a[0].l->data[i]);
+  if (n == 2 && a[0].n > 1) size += ActualSize(a[1]) * (a[0].n - 1);
+  return CostOf(0.2, size);
+}
+// Kubernetes' traversalCost: strings floor(0.1 * bytes), containers the sum over elements.
+uint64_t Traversal(const Val& v) {
+  switch (v.kind) {
+    case VK::kString:
+    case VK::kBytes: return static_cast<uint64_t>(static_cast<double>(v.n) * 0.1);
+    case VK::kList: {
+      uint64_t c = 0;
+      for (uint32_t i = 0; i < v.n; ++i) c += Traversal(v.l->data[i]);
+      return c;
+    }
+    case VK::kMap: {
+      uint64_t c = 0;
+      for (uint32_t i = 0; i < v.n; ++i) c += Traversal(v.m->keys[i]) + Traversal(v.m->vals[i]);
+      return c;
+    }
+    default: return 1;
+  }
+}
+uint64_t TraversalCost(const Val* a, uint32_t) { return Traversal(a[0]); }
+
 // ---- Arithmetic ------------------------------------------------------------------------------
 
 Val Add(Ctx& ctx, const Val* a, uint32_t n) {
@@ -159,10 +210,6 @@ Val Ne(Ctx& ctx, const Val* a, uint32_t) {
   if (r.kind == VK::kBool) r.b = !r.b;
   return r;
 }
-uint64_t EqCost(const Val* a, uint32_t) {
-  const bool sized = (a[0].kind == VK::kString || a[0].kind == VK::kBytes) && a[0].kind == a[1].kind;
-  return sized ? CostOf(0.1, std::min(a[0].n, a[1].n)) : 1;
-}
 
 template <int kOp>
 Val Relation(Ctx& ctx, const Val* a, uint32_t n) {
@@ -233,9 +280,6 @@ Val EndsWith(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("endsWith");
   return Val::Bool(a[0].n >= a[1].n && a[0].str().substr(a[0].n - a[1].n) == a[1].str());
 }
-uint64_t Arg1TraverseCost(const Val* a, uint32_t n) { return n > 1 ? CostOf(0.1, CostSize(a[1])) : 1; }
-uint64_t Arg0TraverseCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostOf(0.1, CostSize(a[0]))); }
-uint64_t SplitCost(const Val* a, uint32_t) { return CostOf(0.2, CostSize(a[0])); }
 uint64_t ListSizeCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostSize(a[0])); }
 // lists.range(n) builds n elements: charge them, so that memory stays bounded by the cost limit.
 uint64_t RangeCost(const Val* a, uint32_t) {
@@ -1051,7 +1095,7 @@ constexpr uint32_t kStd = 0;
 
 std::vector<FunctionDef> StandardFunctions() {
   return {
-      {"_+_", Add, true, false, kStd, nullptr, K::kDyn, 2, 2},
+      {"_+_", Add, true, false, kStd, AddCost, K::kDyn, 2, 2},
       {"_-_", Sub, true, false, kStd, nullptr, K::kDyn, 2, 2},
       {"_*_", Mul, true, false, kStd, nullptr, K::kDyn, 2, 2},
       {"_/_", Div, true, false, kStd, nullptr, K::kDyn, 2, 2},
@@ -1067,14 +1111,14 @@ std::vector<FunctionDef> StandardFunctions() {
       {"@in", In, true, false, kStd, InCost, K::kBool, 2, 2},
       {"size", Size, true, true, kStd, nullptr, K::kInt, 1, 1},
       {"contains", Contains, false, true, kStd, ContainsCost, K::kBool, 2, 2},
-      {"startsWith", StartsWith, false, true, kStd, Arg1TraverseCost, K::kBool, 2, 2},
-      {"endsWith", EndsWith, false, true, kStd, Arg1TraverseCost, K::kBool, 2, 2},
+      {"startsWith", StartsWith, false, true, kStd, PrefixCost, K::kBool, 2, 2},
+      {"endsWith", EndsWith, false, true, kStd, PrefixCost, K::kBool, 2, 2},
       {"matches", Matches, true, true, kStd, MatchesCost, K::kBool, 2, 2},
       {"int", ToInt, true, false, kStd, nullptr, K::kInt, 1, 1},
       {"uint", ToUint, true, false, kStd, nullptr, K::kUint, 1, 1},
       {"double", ToDouble, true, false, kStd, nullptr, K::kDouble, 1, 1},
-      {"string", ToString, true, false, kStd, Arg0TraverseCost, K::kString, 1, 1},
-      {"bytes", ToBytes, true, false, kStd, Arg0TraverseCost, K::kBytes, 1, 1},
+      {"string", ToString, true, false, kStd, ConversionCost, K::kString, 1, 1},
+      {"bytes", ToBytes, true, false, kStd, ConversionCost, K::kBytes, 1, 1},
       {"bool", ToBool, true, false, kStd, nullptr, K::kBool, 1, 1},
       {"dyn", Dyn, true, false, kStd, nullptr, K::kDyn, 1, 1},
       {"type", TypeOf, true, false, kStd, nullptr, K::kType, 1, 1},
@@ -1087,19 +1131,19 @@ std::vector<FunctionDef> StandardFunctions() {
       {"or", OptOr, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
       {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
       // Strings v2.
-      {"charAt", CharAt, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 2, 2},
-      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost, K::kInt, 2, 3},
-      {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, Arg0TraverseCost,
+      {"charAt", CharAt, false, true, kStringsLibrary, nullptr, K::kString, 2, 2},
+      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost, K::kInt, 2, 3},
+      {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost,
        K::kInt, 2, 3},
-      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
-      {"upperAscii", UpperAscii, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
-      {"replace", Replace, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 3, 4},
-      {"split", Split, false, true, kStringsLibrary, SplitCost, K::kList, 2, 3},
-      {"substring", Substring, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 2, 3},
-      {"trim", Trim, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
-      {"join", Join, false, true, kStringsLibrary, ListSizeCost, K::kString, 1, 2},
-      {"format", Format, false, true, kStringsLibrary, Arg0TraverseCost, K::kString, 2, 2},
-      {"strings.quote", Quote, true, false, kStringsLibrary, Arg0TraverseCost, K::kString, 1, 1},
+      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
+      {"upperAscii", UpperAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
+      {"replace", Replace, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kString, 3, 4},
+      {"split", Split, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kList, 2, 3},
+      {"substring", Substring, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 3},
+      {"trim", Trim, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
+      {"join", Join, false, true, kStringsLibrary, JoinCost, K::kString, 1, 2},
+      {"format", Format, false, true, kStringsLibrary, nullptr, K::kString, 2, 2},
+      {"strings.quote", Quote, true, false, kStringsLibrary, nullptr, K::kString, 1, 1},
       // Lists v3.
       {"slice", Slice, false, true, kListsLibrary, ListSizeCost, K::kDyn, 3, 3},
       {"flatten", Flatten, false, true, kListsLibrary, ListSizeCost, K::kList, 1, 2},
@@ -1113,10 +1157,10 @@ std::vector<FunctionDef> StandardFunctions() {
       {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
       {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
       // Kubernetes lists.
-      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, ListSizeCost, K::kBool, 1, 1},
-      {"sum", Sum, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn, 1, 1},
-      {"min", Min, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn, 1, 1},
-      {"max", Max, false, true, kKubernetesListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, TraversalCost, K::kBool, 1, 1},
+      {"sum", Sum, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1},
+      {"min", Min, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1},
+      {"max", Max, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1},
       // Kubernetes regex.
       {"find", Find, false, true, kRegexLibrary, MatchesCost, K::kString, 2, 2},
       {"findAll", FindAll, false, true, kRegexLibrary, MatchesCost, K::kList, 2, 3},

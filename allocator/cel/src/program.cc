@@ -1439,7 +1439,17 @@ class Planner {
                      : size(1);
       call_min = 1;
     } else if (n == "startsWith" || n == "endsWith") {
-      call_max = SatAdd(1, CeilMul(0.1, size(1)));
+      call_max = std::max(SatAdd(1, CeilMul(0.1, size(1))), CeilMul(0.1, size(0)));
+    } else if (n == "matches" || n == "find" || n == "findAll") {
+      call_max = std::max<uint64_t>(1, SatMul(CeilMul(0.1, SatAdd(size(0), 1)), CeilMul(0.25, size(1))));
+    } else if (n == "replace") {
+      call_max = std::max<uint64_t>(1, CeilMul(0.2, size(0)));
+      p->size_max = kMaxU;
+    } else if (n == "join") {
+      const uint64_t elems = args.empty() ? kMaxU : SatMul(size(0), args[0].elem_size);
+      const uint64_t seps = args.size() > 1 ? SatMul(size(0), size(1)) : 0;
+      call_max = std::max<uint64_t>(1, CeilMul(0.2, SatAdd(elems, seps)));
+      p->size_max = SatAdd(elems, seps);
     } else if (n == "contains") {
       call_max = std::max<uint64_t>(1, SatMul(CeilMul(0.1, size(0)), CeilMul(0.1, size(1))));
     } else if (n == "split") {
@@ -1451,9 +1461,12 @@ class Planner {
       call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
     } else if (n == "includes") {
       call_max = 48;
+    } else if ((n == "indexOf" || n == "lastIndexOf") && !args.empty() &&
+               args[0].type.kind() != Type::Kind::kString) {
+      call_max = std::max<uint64_t>(1, SatMul(size(0), SatAdd(1, CeilMul(0.1, args[0].elem_size))));
     } else if (n == "string" || n == "bytes" || n == "lowerAscii" || n == "upperAscii" || n == "trim" ||
-               n == "replace" || n == "substring" || n == "charAt" || n == "indexOf" ||
-               n == "lastIndexOf" || n == "join" || n == "strings.quote" || n == "format") {
+               n == "substring" || n == "charAt" || n == "indexOf" ||
+               n == "lastIndexOf" || n == "strings.quote" || n == "format") {
       call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
       p->size_max = size(0);
     } else if (n == "size" || n == "hasValue" || n == "value") {
@@ -1461,6 +1474,12 @@ class Planner {
       if (n == "value") p->size_max = size(0);
     } else if (n == "_+_") {
       p->size_max = SatAdd(size(0), size(1));
+      auto texty = [](const Type& t) {
+        return t.is_dyn() || t.kind() == Type::Kind::kString || t.kind() == Type::Kind::kBytes;
+      };
+      if (args.size() == 2 && texty(args[0].type) && texty(args[1].type)) {
+        call_max = std::max<uint64_t>(1, CeilMul(0.1, SatAdd(size(0), size(1))));
+      }
       if (args.size() == 2) {
         p->elem_size = std::max(args[0].elem_size == kMaxU && args[0].size_max == 0 ? 0 : args[0].elem_size,
                                 args[1].elem_size);
@@ -1468,7 +1487,10 @@ class Planner {
           p->elem_size = args[1].elem_size;
         }
       }
-    } else if (n == "sum" || n == "min" || n == "max" || n == "isSorted" || n == "distinct" ||
+    } else if (n == "sum" || n == "min" || n == "max" || n == "isSorted") {
+      call_max = std::max<uint64_t>(1, SatMul(size(0), SatAdd(1, CeilMul(0.1, args.empty() ? 1 : args[0].elem_size))));
+      p->size_max = args.empty() ? kMaxU : args[0].elem_size;
+    } else if (n == "distinct" ||
                n == "sort" || n == "reverse" || n == "flatten" || n == "sets.contains" ||
                n == "sets.equivalent" || n == "sets.intersects" || n == "@sortByAssociatedKeys") {
       call_max = std::max<uint64_t>(1, SatMul(size(0), n.substr(0, 5) == "sets." ? size(1) : 1));

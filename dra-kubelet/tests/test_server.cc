@@ -5,11 +5,13 @@
 //   dra_kubelet_test_server --driver-name gpu.devlet.test --claims-dir DIR --cdi-root DIR
 //       --kubelet-registrar-directory-path DIR --kubelet-plugins-directory-path DIR
 //
+// --crash-at kills the process (SIGKILL) at a chosen step of prepare or unprepare.
 // SIGTERM/SIGINT: stop (registration socket first). SIGUSR1: mark gpu-0 unhealthy. SIGUSR2: mark
 // every device healthy again.
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 
@@ -22,6 +24,115 @@
 #ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
 #include "devlet/dra_kubelet/devlet_adapters.h"
 #endif
+
+namespace {
+
+using namespace devlet::dra_kubelet;
+
+// CrashPlan kills this process with SIGKILL (kill -9, no cleanup) at the n-th call of one
+// operation, before it runs or, with ":after", right after: "--crash-at=checkpoint.put:2:after".
+class CrashPlan {
+ public:
+  explicit CrashPlan(const std::string& spec) {
+    if (spec.empty()) return;
+    auto first = spec.find(':');
+    op_ = spec.substr(0, first);
+    std::string rest = first == std::string::npos ? "1" : spec.substr(first + 1);
+    auto second = rest.find(':');
+    n_ = std::atoi(rest.substr(0, second).c_str());
+    after_ = second != std::string::npos && rest.substr(second + 1) == "after";
+  }
+  // Before is called before `op` runs and returns the call's ordinal; After after it.
+  int Before(const std::string& op) {
+    if (op != op_) return 0;
+    int call = ++count_;
+    if (call == n_ && !after_) Crash(op, "before");
+    return call;
+  }
+  void After(const std::string& op, int call) {
+    if (op == op_ && call == n_ && after_) Crash(op, "after");
+  }
+
+ private:
+  static void Crash(const std::string& op, const char* when) {
+    devlet::log::Logger().Warning("Crash injection: SIGKILL", "op", op, "when", when);
+    ::raise(SIGKILL);
+  }
+  std::string op_;
+  int n_ = 0;
+  bool after_ = false;
+  std::atomic<int> count_{0};
+};
+
+class CrashingStore final : public CheckpointStore {
+ public:
+  CrashingStore(CheckpointStore& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
+  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
+    return inner_.Get(uid);
+  }
+  absl::Status Put(const ClaimRecord& record) override {
+    int call = plan_.Before("checkpoint.put");
+    absl::Status status = inner_.Put(record);
+    plan_.After("checkpoint.put", call);
+    return status;
+  }
+  absl::Status Delete(const std::string& uid) override {
+    int call = plan_.Before("checkpoint.delete");
+    absl::Status status = inner_.Delete(uid);
+    plan_.After("checkpoint.delete", call);
+    return status;
+  }
+  absl::StatusOr<std::vector<ClaimRecord>> List() override { return inner_.List(); }
+
+ private:
+  CheckpointStore& inner_;
+  CrashPlan& plan_;
+};
+
+class CrashingCdi final : public CdiWriter {
+ public:
+  CrashingCdi(CdiWriter& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
+  absl::Status WriteSpec(const std::string& name, const CdiSpec& spec) override {
+    int call = plan_.Before("cdi.write");
+    absl::Status status = inner_.WriteSpec(name, spec);
+    plan_.After("cdi.write", call);
+    return status;
+  }
+  absl::Status RemoveSpec(const std::string& name) override {
+    int call = plan_.Before("cdi.remove");
+    absl::Status status = inner_.RemoveSpec(name);
+    plan_.After("cdi.remove", call);
+    return status;
+  }
+  bool SpecExists(const std::string& name) override { return inner_.SpecExists(name); }
+
+ private:
+  CdiWriter& inner_;
+  CrashPlan& plan_;
+};
+
+class CrashingBackend final : public DeviceBackend {
+ public:
+  CrashingBackend(DeviceBackend& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
+  absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override {
+    int call = plan_.Before("backend.prepare");
+    absl::StatusOr<PreparedDevice> out = inner_.Prepare(request);
+    plan_.After("backend.prepare", call);
+    return out;
+  }
+  absl::Status Unprepare(const DeviceUnprepareRequest& request) override {
+    int call = plan_.Before("backend.unprepare");
+    absl::Status status = inner_.Unprepare(request);
+    plan_.After("backend.unprepare", call);
+    return status;
+  }
+
+ private:
+  DeviceBackend& inner_;
+  CrashPlan& plan_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   sigset_t signals;
@@ -66,6 +177,11 @@ int main(int argc, char** argv) {
   devlet::flags::AddFlag(app, "--store", store,
                          "devlet: kube/ codec, cdi/ writer, state/ checkpoint; local: this "
                          "module's own file-based implementations");
+  std::string crash_at;
+  devlet::flags::AddFlag(app, "--crash-at", crash_at,
+                         "Crash injection: SIGKILL at <op>:<n>[:after], op one of checkpoint.put, "
+                         "checkpoint.delete, cdi.write, cdi.remove, backend.prepare, "
+                         "backend.unprepare");
   devlet::flags::AddLoggingFlags(app, log_options);
   try {
     devlet::flags::Parse(app, argc, argv);
@@ -79,7 +195,6 @@ int main(int argc, char** argv) {
     if (const char* env = std::getenv("POD_UID")) pod_uid = env;
   }
 
-  using namespace devlet::dra_kubelet;
   const std::string data_dir = plugins_dir + "/" + driver_name;
   SimulatedBackend backend(node_name, SimulatedBackend::Gpus(devices));
   std::unique_ptr<ClaimSource> claims;
@@ -112,7 +227,11 @@ int main(int argc, char** argv) {
   preparer_options.plugin_data_dir = data_dir;
   preparer_options.enable_device_metadata = enable_metadata;
   if (!pod_uid.empty()) preparer_options.serialize_lock_path = data_dir + "/serialize.lock";
-  ClaimPreparer preparer(preparer_options, *claims, backend, *cdi, *checkpoint);
+  CrashPlan plan(crash_at);
+  CrashingStore crashing_store(*checkpoint, plan);
+  CrashingCdi crashing_cdi(*cdi, plan);
+  CrashingBackend crashing_backend(backend, plan);
+  ClaimPreparer preparer(preparer_options, *claims, crashing_backend, crashing_cdi, crashing_store);
 
   PluginOptions options;
   options.driver_name = driver_name;

@@ -108,6 +108,13 @@ func main() {
 			envOptions{podUID: "6b2c9a3e-1f1e-4c7a-9a52-1b7d3f0e2a11", longRegistry: true}},
 		{"health disabled: stream answers Unimplemented and is not advertised", healthDisabledScenario, envOptions{noHealth: true}},
 	}
+	for _, point := range crashPoints {
+		scenarios = append(scenarios, struct {
+			name string
+			run  func(t *T, env *env)
+			opts envOptions
+		}{"crash safety: kill -9 at " + point + ", restart, repeat", crashScenario, envOptions{crashAt: point}})
+	}
 	failed := 0
 	for _, sc := range scenarios {
 		fmt.Fprintf(os.Stderr, "=== %s\n", sc.name)
@@ -144,6 +151,7 @@ func main() {
 var extraServerArgs []string
 
 type envOptions struct {
+	crashAt      string
 	podUID       string
 	longRegistry bool
 	noHealth     bool
@@ -158,6 +166,7 @@ type env struct {
 	dataDir     string
 	cdiDir      string
 	claimsDir   string
+	server      string
 	cmd         *exec.Cmd
 	exited      chan error
 	watcher     *fsnotify.Watcher
@@ -202,6 +211,14 @@ func newEnv(t *T, server string, opts envOptions) *env {
 		}
 	}()
 
+	e.server = server
+	e.start(opts.crashAt)
+	return e
+}
+
+// start runs the plugin (again) on this environment's directories.
+func (e *env) start(crashAt string) {
+	e.exited = make(chan error, 1)
 	args := []string{
 		"--driver-name", driver,
 		"--node-name", nodeName,
@@ -214,22 +231,26 @@ func newEnv(t *T, server string, opts envOptions) *env {
 		"--health-resend-interval-ms", "500",
 		"-v", "2",
 	}
-	if opts.noHealth {
+	if e.opts.noHealth {
 		args = append(args, "--health=false")
 	}
 	args = append(args, extraServerArgs...)
-	e.cmd = exec.Command(server, args...)
+	if crashAt != "" {
+		args = append(args, "--crash-at="+crashAt)
+	}
+	e.cmd = exec.Command(e.server, args...)
 	e.cmd.Stdout = os.Stderr
 	e.cmd.Stderr = os.Stderr
 	e.cmd.Env = os.Environ()
-	if opts.podUID != "" {
-		e.cmd.Env = append(e.cmd.Env, "POD_UID="+opts.podUID)
+	if e.opts.podUID != "" {
+		e.cmd.Env = append(e.cmd.Env, "POD_UID="+e.opts.podUID)
 	}
 	if err := e.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", server, err)
+		e.t.Fatalf("starting %s: %v", e.server, err)
 	}
-	go func() { e.exited <- e.cmd.Wait() }()
-	return e
+	cmd := e.cmd
+	exited := e.exited
+	go func() { exited <- cmd.Wait() }()
 }
 
 func (e *env) cleanup(keep bool) {
@@ -878,4 +899,159 @@ func healthDisabledScenario(t *T, e *env) {
 		t.Errorf("health stream with health off: want Unimplemented, got %v", err)
 	}
 	e.stop()
+}
+
+// ---- Crash safety: kill -9 inside prepare and unprepare, restart, repeat the kubelet's call ------
+
+// crashPoints are the injected SIGKILL points (see dra_kubelet_test_server --crash-at). Claim
+// gpu-a has two devices and two requests, so prepare does 2 backend calls, writes 2 metadata
+// files and 3 CDI specs (claim + 2 metadata), and records 2 checkpoint entries.
+var crashPoints = []string{
+	"checkpoint.put:1",       // before PrepareStarted
+	"checkpoint.put:1:after", // PrepareStarted recorded, nothing done
+	"backend.prepare:2",      // one device prepared
+	"cdi.write:1",            // devices prepared and metadata files written, no CDI spec
+	"cdi.write:2:after",      // two of three CDI specs written
+	"checkpoint.put:2",       // everything written, PrepareCompleted not recorded
+	"checkpoint.put:2:after", // PrepareCompleted recorded, the kubelet got no answer
+	"backend.unprepare:1",    // unprepare: nothing released yet
+	"backend.unprepare:2",    // one device released
+	"cdi.remove:2",           // devices released, one CDI spec removed
+	"checkpoint.delete:1",    // files removed, checkpoint entry still there
+	"checkpoint.delete:1:after",
+}
+
+func crashScenario(t *T, e *env) {
+	e.writeClaims()
+	inUnprepare := strings.HasPrefix(e.opts.crashAt, "backend.unprepare") ||
+		strings.HasPrefix(e.opts.crashAt, "cdi.remove") || strings.HasPrefix(e.opts.crashAt, "checkpoint.delete")
+	claimA := &drapbv1.Claim{Namespace: "default", Name: "gpu-a", Uid: uidA}
+	connect := func() (drapbv1.DRAPluginClient, func()) {
+		info := e.register(e.waitForRegistrationSocket())
+		conn := dial(t, info.Endpoint)
+		return drapbv1.NewDRAPluginClient(conn), func() { conn.Close() }
+	}
+	call := func(client drapbv1.DRAPluginClient, prepare bool) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		if prepare {
+			resp, err := client.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{claimA}})
+			if err == nil && (resp.Claims[uidA] == nil || resp.Claims[uidA].Error != "" || len(resp.Claims[uidA].Devices) != 2) {
+				return fmt.Errorf("prepare answered %v", resp.Claims[uidA])
+			}
+			return err
+		}
+		resp, err := client.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{claimA}})
+		if err == nil && (resp.Claims[uidA] == nil || resp.Claims[uidA].Error != "") {
+			return fmt.Errorf("unprepare answered %v", resp.Claims[uidA])
+		}
+		return err
+	}
+	waitKilled := func() {
+		select {
+		case err := <-e.exited:
+			if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("plugin should have been killed by the injected SIGKILL, got %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the crash point %s was not reached", e.opts.crashAt)
+		}
+	}
+
+	client, closeConn := connect()
+	if inUnprepare {
+		if err := call(client, true); err != nil {
+			t.Fatalf("prepare before the unprepare crash: %v", err)
+		}
+	}
+	if err := call(client, !inUnprepare); err == nil {
+		t.Errorf("the call that crashed the plugin returned success")
+	}
+	closeConn()
+	waitKilled()
+
+	// Restart like a DaemonSet would (stale sockets are left behind by kill -9), then the kubelet
+	// repeats its call.
+	e.start("")
+	client, closeConn = connect()
+	defer closeConn()
+	if !inUnprepare {
+		if err := call(client, true); err != nil {
+			t.Fatalf("prepare after restart: %v", err)
+		}
+		e.checkPreparedA()
+		if err := call(client, true); err != nil {
+			t.Errorf("second prepare after restart: %v", err)
+		}
+	}
+	if err := call(client, false); err != nil {
+		t.Fatalf("unprepare after restart: %v", err)
+	}
+	e.checkClean()
+	e.stop()
+}
+
+// checkpointClaims returns data.claims of the checkpoint file (both store formats keep it there).
+func (e *env) checkpointClaims() map[string]map[string]any {
+	raw, err := os.ReadFile(filepath.Join(e.dataDir, "checkpoint.json"))
+	if err != nil {
+		e.t.Errorf("checkpoint: %v", err)
+		return nil
+	}
+	var doc struct {
+		Data struct {
+			Claims map[string]map[string]any `json:"claims"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		e.t.Errorf("checkpoint does not decode: %v", err)
+	}
+	return doc.Data.Claims
+}
+
+func (e *env) checkPreparedA() {
+	for _, f := range []string{
+		filepath.Join(e.cdiDir, "k8s."+driver+"-claim_"+uidA+".json"),
+		filepath.Join(e.cdiDir, driver+"_metadata_"+uidA+"_gpu.json"),
+		filepath.Join(e.cdiDir, driver+"_metadata_"+uidA+"_pair.json"),
+		filepath.Join(e.dataDir, "dra-device-metadata", "default_gpu-a", "gpu", "metadata.json"),
+		filepath.Join(e.dataDir, "dra-device-metadata", "default_gpu-a", "pair", "metadata.json"),
+	} {
+		if _, err := os.Stat(f); err != nil {
+			e.t.Errorf("missing after convergence: %v", err)
+		}
+	}
+	claims := e.checkpointClaims()
+	if len(claims) != 1 || claims[uidA] == nil || claims[uidA]["state"] != "PrepareCompleted" {
+		e.t.Errorf("checkpoint after convergence: %v", claims)
+	}
+	e.checkNoTempFiles()
+}
+
+func (e *env) checkClean() {
+	if left, _ := os.ReadDir(e.cdiDir); len(left) != 0 {
+		var names []string
+		for _, l := range left {
+			names = append(names, l.Name())
+		}
+		e.t.Errorf("CDI files leaked: %v", names)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "dra-device-metadata", "default_gpu-a")); !os.IsNotExist(err) {
+		e.t.Errorf("metadata directory leaked (%v)", err)
+	}
+	if claims := e.checkpointClaims(); len(claims) != 0 {
+		e.t.Errorf("checkpoint still holds claims: %v", claims)
+	}
+	e.checkNoTempFiles()
+}
+
+func (e *env) checkNoTempFiles() {
+	for _, dir := range []string{e.cdiDir, e.dataDir} {
+		entries, _ := os.ReadDir(dir)
+		for _, entry := range entries {
+			if strings.Contains(entry.Name(), ".tmp") {
+				e.t.Errorf("temp file left in %s: %s", dir, entry.Name())
+			}
+		}
+	}
 }

@@ -23,6 +23,11 @@ using K = Type::Kind;
 
 bool IsNum(const Val& v) { return v.kind == VK::kInt || v.kind == VK::kUint || v.kind == VK::kDouble; }
 
+// Values are bounded independently of the cost limit (which callers may turn off): strings and
+// lists larger than this are errors rather than an exhausted machine.
+constexpr size_t kMaxValueSize = size_t{1} << 28;
+Val TooLarge(Ctx& ctx) { return ctx.Error("value too large: exceeds " + std::to_string(kMaxValueSize) + " bytes or elements"); }
+
 #define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
 
 // ---- Runtime costs (cel-go interpreter/runtimecost.go and Kubernetes library/cost.go) ----------
@@ -96,11 +101,14 @@ Val Add(Ctx& ctx, const Val* a, uint32_t n) {
     case VK::kDouble: return Val::Double(x.d + y.d);
     case VK::kString:
     case VK::kBytes: {
+      if (size_t{x.n} + y.n > kMaxValueSize) return TooLarge(ctx);
       std::string s(x.str());
       s.append(y.str());
       return ctx.String(s, x.kind);
     }
-    case VK::kList: return ctx.Append(x, y.list_data(), y.n);
+    case VK::kList:
+      if (size_t{x.n} + y.n > kMaxValueSize) return TooLarge(ctx);
+      return ctx.Append(x, y.list_data(), y.n);
     default: NO_OVERLOAD("_+_");
   }
 }
@@ -546,6 +554,7 @@ Val Replace(Ctx& ctx, const Val* a, uint32_t n) {
     // Go strings.Replace with empty old: insert `to` before each code point and at the end.
     size_t i = 0;
     while (limit != 0 && i <= s.size()) {
+      if (out.size() > kMaxValueSize) return TooLarge(ctx);
       out.append(to);
       if (limit > 0) --limit;
       if (i == s.size()) {
@@ -563,6 +572,7 @@ Val Replace(Ctx& ctx, const Val* a, uint32_t n) {
   while (limit != 0) {
     const size_t f = s.find(from, pos);
     if (f == std::string_view::npos) break;
+    if (out.size() > kMaxValueSize) return TooLarge(ctx);
     out.append(s.substr(pos, f - pos));
     out.append(to);
     pos = f + from.size();
@@ -645,6 +655,7 @@ Val Join(Ctx& ctx, const Val* a, uint32_t n) {
     if (!Str(e)) NO_OVERLOAD("join");
     if (i && n == 2) out.append(a[1].str());
     out.append(e.str());
+    if (out.size() > kMaxValueSize) return TooLarge(ctx);
   }
   return ctx.String(out);
 }
@@ -747,6 +758,7 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
   std::string out;
   uint32_t next = 0;
   for (size_t i = 0; i < f.size(); ++i) {
+    if (out.size() > kMaxValueSize) return TooLarge(ctx);
     if (f[i] != '%') {
       out += f[i];
       continue;

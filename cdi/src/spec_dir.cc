@@ -104,6 +104,29 @@ absl::StatusOr<std::map<std::string, std::string>> ListTransientSpecs(const std:
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> RemoveStaleTransientSpecs(
+    const std::string& dir, std::string_view vendor, std::string_view klass,
+    const std::vector<std::string>& live_ids, FileSystem* fs) {
+  DEVLET_ASSIGN_OR_RETURN(auto specs, ListTransientSpecs(dir, vendor, klass, fs));
+  std::set<std::string> live;
+  for (const std::string& id : live_ids) {
+    std::string clean = id;
+    for (char& c : clean) {
+      if (c == '/') c = '_';
+    }
+    live.insert(clean);
+  }
+  std::vector<std::string> removed;
+  for (const auto& [id, path] : specs) {
+    if (live.contains(id)) continue;
+    absl::Status s = Fs(fs).Remove(path);
+    if (!s.ok() && !absl::IsNotFound(s)) return WithContext(s, "remove stale CDI spec");
+    removed.push_back(path);
+  }
+  if (!removed.empty()) DEVLET_RETURN_IF_ERROR(Fs(fs).SyncDir(CleanDir(dir)));
+  return removed;
+}
+
 absl::StatusOr<int> RemoveLeakedTempFiles(const std::string& dir, std::string_view vendor,
                                           std::string_view klass, FileSystem* fs) {
   return RemoveTempFiles(Fs(fs), CleanDir(dir), SpecName(vendor, klass));

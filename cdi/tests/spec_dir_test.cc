@@ -231,3 +231,24 @@ TEST_F(SpecDirTest, FailureAtEveryWriteStepLeavesOldOrNew) {
 
 }  // namespace
 }  // namespace devlet::cdi
+
+namespace devlet::cdi {
+namespace {
+
+TEST_F(SpecDirTest, RemoveStaleTransientSpecs) {
+  const std::string dir = root_.string();
+  for (const char* uid : {"a1", "b2", "c3"}) {
+    ASSERT_OK(WriteSpec(dir, TransientSpecName("k8s.devlet.dev", "claim", uid), ClaimSpec(uid)));
+  }
+  WriteRaw(root_ / "other-claim_zz.json", "{}");
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> removed,
+                       RemoveStaleTransientSpecs(dir, "k8s.devlet.dev", "claim", {"b2", "x"}));
+  EXPECT_THAT(removed, ElementsAre(dir + "/k8s.devlet.dev-claim_a1.json",
+                                   dir + "/k8s.devlet.dev-claim_c3.json"));
+  EXPECT_THAT(ListTransientSpecs(dir, "k8s.devlet.dev", "claim"),
+              IsOkAndHolds(ElementsAre(Pair("b2", dir + "/k8s.devlet.dev-claim_b2.json"))));
+  EXPECT_TRUE(fs::exists(root_ / "other-claim_zz.json"));
+}
+
+}  // namespace
+}  // namespace devlet::cdi

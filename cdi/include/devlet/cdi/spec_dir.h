@@ -66,6 +66,13 @@ absl::StatusOr<std::map<std::string, std::string>> ListTransientSpecs(
     const std::string& dir, std::string_view vendor, std::string_view klass,
     FileSystem* fs = nullptr);
 
+// RemoveStaleTransientSpecs removes the files "vendor-class_<id>.json" in `dir` whose <id> is not
+// in `live_ids` (the claim UIDs in the checkpoint) and returns the removed paths. Call it at
+// start-up, before serving.
+absl::StatusOr<std::vector<std::string>> RemoveStaleTransientSpecs(
+    const std::string& dir, std::string_view vendor, std::string_view klass,
+    const std::vector<std::string>& live_ids, FileSystem* fs = nullptr);
+
 // RemoveLeakedTempFiles removes temp files our WriteSpec left in `dir` when a crash interrupted
 // it (only ours: ".vendor-class*.tmp"). Returns how many it removed.
 absl::StatusOr<int> RemoveLeakedTempFiles(const std::string& dir, std::string_view vendor,

@@ -92,6 +92,17 @@ absl::StatusOr<ActionRecord> Preparer::BindVfio(std::string_view pci_address) {
     }
     return out;
   };
+  const std::string unbind_lock = "driver/nvidia/gpus/" + address + "/unbindLock";
+  if (record.original_driver == "nvidia" && options_.procfs != nullptr &&
+      options_.procfs->Exists(unbind_lock)) {
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        Step(JournalEntry::Phase::kDo, record, "write 1 to /proc/" + unbind_lock), what));
+    DEVLET_RETURN_IF_ERROR(WithContext(options_.procfs->WriteFile(unbind_lock, "1"), what));
+    if (ReadTrimmed(*options_.procfs, unbind_lock).value_or("") != "1") {
+      return FailedPrecondition(what + ": the GPU is in use (NVIDIA's unbindLock was not granted); "
+                                       "stop the host processes that hold it open");
+    }
+  }
   absl::Status status = Write(JournalEntry::Phase::kDo, record, dev + "/driver_override", "vfio-pci");
   if (!status.ok()) return WithContext(status, what);
   if (!record.original_driver.empty()) {

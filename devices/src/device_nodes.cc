@@ -4,7 +4,8 @@
 
 namespace devlet::devices {
 
-absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_view pci_address) {
+absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_view pci_address,
+                                             const Sysfs* procfs) {
   const std::string dev = "bus/pci/devices/" + std::string(pci_address);
   if (!sysfs.Exists(dev)) {
     return NotFound("PCI device " + std::string(pci_address) + " is gone");
@@ -20,6 +21,13 @@ absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_vie
     nodes.device_nodes.push_back("/dev/vfio/" + *group);
     nodes.shared_nodes.push_back("/dev/vfio/vfio");
     return nodes;
+  }
+  if (driver.ok() && *driver == "nvidia" && procfs != nullptr) {
+    NvidiaInfo info = ReadNvidiaInfo(*procfs, pci_address);
+    if (info.minor) {
+      nodes.device_nodes.push_back("/dev/nvidia" + std::to_string(*info.minor));
+      nodes.shared_nodes = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"};
+    }
   }
   if (auto drm = sysfs.ListDir(dev + "/drm"); drm.ok()) {
     for (const std::string& name : *drm) {

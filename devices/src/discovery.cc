@@ -218,6 +218,36 @@ Nic MakeNic(const Sysfs* sysfs, const Raw& raw) {
   return nic;
 }
 
+}  // namespace
+
+NvidiaInfo ReadNvidiaInfo(const Sysfs& procfs, std::string_view pci_address) {
+  NvidiaInfo info;
+  auto content = procfs.ReadFile("driver/nvidia/gpus/" + std::string(pci_address) + "/information");
+  if (!content.ok()) return info;
+  std::istringstream lines(*content);
+  std::string line;
+  auto value_of = [](const std::string& text) {
+    size_t colon = text.find(':');
+    std::string value = colon == std::string::npos ? "" : text.substr(colon + 1);
+    size_t begin = value.find_first_not_of(" \t");
+    size_t end = value.find_last_not_of(" \t\r");
+    return begin == std::string::npos ? std::string() : value.substr(begin, end - begin + 1);
+  };
+  while (std::getline(lines, line)) {
+    if (line.rfind("GPU UUID:", 0) == 0) {
+      info.uuid = value_of(line);
+    } else if (line.rfind("Device Minor:", 0) == 0) {
+      try {
+        info.minor = std::stoi(value_of(line));
+      } catch (...) {
+      }
+    }
+  }
+  return info;
+}
+
+namespace {
+
 class HwlocSysfsDiscoverer final : public Discoverer {
  public:
   explicit HwlocSysfsDiscoverer(DiscoveryOptions options) : options_(std::move(options)) {
@@ -227,6 +257,11 @@ class HwlocSysfsDiscoverer final : public Discoverer {
     // An XML machine is simulated: the real /sys describes another machine, so it is not read.
     if (options_.use_sysfs && !(real_root_ && !options_.topology_xml.empty())) {
       sysfs_ = NewRealSysfs(options_.sysfs_root);
+    }
+    if (!options_.proc_root.empty()) {
+      procfs_ = NewRealSysfs(options_.proc_root);
+    } else if (sysfs_ && real_root_) {
+      procfs_ = NewRealSysfs("/proc");
     }
   }
 
@@ -283,6 +318,11 @@ class HwlocSysfsDiscoverer final : public Discoverer {
       const std::uint16_t base_class = raw.pci.class_id >> 8;
       if (base_class == 0x03) {
         inventory.gpus.push_back(MakeGpu(sysfs_.get(), raw));
+        if (procfs_) {
+          NvidiaInfo info = ReadNvidiaInfo(*procfs_, address);
+          inventory.gpus.back().uuid = info.uuid;
+          inventory.gpus.back().nvidia_minor = info.minor;
+        }
       } else if (base_class == 0x02) {
         inventory.nics.push_back(MakeNic(sysfs_.get(), raw));
       }
@@ -294,6 +334,7 @@ class HwlocSysfsDiscoverer final : public Discoverer {
   DiscoveryOptions options_;
   bool real_root_ = false;
   std::unique_ptr<Sysfs> sysfs_;
+  std::unique_ptr<Sysfs> procfs_;
 };
 
 template <typename T>

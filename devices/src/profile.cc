@@ -320,6 +320,7 @@ void BuildGpu(const Profile& profile, const Gpu& gpu, int index, DeviceSet& set)
   whole.name = profile.name + "-" + std::to_string(index);
   whole.attributes["type"] = std::string("gpu");
   AddPciAttributes(gpu.pci, gpu.vendor, gpu.model, !profile.vfio, whole);
+  if (!gpu.uuid.empty()) whole.attributes["uuid"] = gpu.uuid.substr(0, 64);
   if (gpu.memory_bytes) whole.capacities["memory"] = {.value = FormatBinaryQuantity(gpu.memory_bytes)};
   ApplyProfileCommon(profile, whole);
   if (profile.sharing != SharingMode::kPartitions) {

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -128,6 +129,74 @@ TEST_F(ActionsTest, DeviceNodesFollowTheBinding) {
   EXPECT_THAT(vfio.shared_nodes, ElementsAre("/dev/vfio/vfio"));
   ASSERT_OK(preparer.Undo(record));
   EXPECT_THAT(DeviceNodesFor(fake_, "0000:77:00.0"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A /proc whose NVIDIA driver never grants the unbindLock.
+class RefusingProc final : public Sysfs {
+ public:
+  explicit RefusingProc(Sysfs& real) : real_(real) {}
+  std::string Root() const override { return real_.Root(); }
+  absl::StatusOr<std::string> ReadFile(std::string_view path) const override {
+    return real_.ReadFile(path);
+  }
+  absl::Status WriteFile(std::string_view path, std::string_view value) override {
+    if (path.ends_with("unbindLock")) return absl::OkStatus();
+    return real_.WriteFile(path, value);
+  }
+  bool Exists(std::string_view path) const override { return real_.Exists(path); }
+  absl::StatusOr<std::string> ReadLink(std::string_view path) const override {
+    return real_.ReadLink(path);
+  }
+  absl::StatusOr<std::string> RealPath(std::string_view path) const override {
+    return real_.RealPath(path);
+  }
+  absl::StatusOr<std::vector<std::string>> ListDir(std::string_view path) const override {
+    return real_.ListDir(path);
+  }
+
+ private:
+  Sysfs& real_;
+};
+
+// A fake /proc/driver/nvidia with the GPU's information and unbindLock.
+std::unique_ptr<Sysfs> FakeNvidiaProc(const std::string& root, const std::string& address) {
+  std::filesystem::path dir = std::filesystem::path(root) / "driver/nvidia/gpus" / address;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "information") << "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 114\n"
+                                        "GPU UUID: \t GPU-6b9d6c2e-1f0a-4c7e-9d55-0f1e2d3c4b5a\n"
+                                        "Video BIOS: \t 96.00.94.00.01\nDevice Minor: \t 3\n";
+  std::ofstream(dir / "unbindLock") << "0\n";
+  return NewRealSysfs(root);
+}
+
+TEST_F(ActionsTest, NvidiaUnbindLockAndDeviceNodes) {
+  const std::string proc_root = fake_.Root() + "/proc";
+  std::unique_ptr<Sysfs> procfs = FakeNvidiaProc(proc_root, kGpu);
+  ASSERT_OK_AND_ASSIGN(DeviceNodeSet nodes, DeviceNodesFor(fake_, kGpu, procfs.get()));
+  EXPECT_THAT(nodes.device_nodes, ElementsAre("/dev/nvidia3", "/dev/dri/card1", "/dev/dri/renderD129"));
+  EXPECT_THAT(nodes.shared_nodes,
+              ElementsAre("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"));
+  NvidiaInfo info = ReadNvidiaInfo(*procfs, kGpu);
+  EXPECT_EQ(info.uuid, "GPU-6b9d6c2e-1f0a-4c7e-9d55-0f1e2d3c4b5a");
+  EXPECT_EQ(info.minor, 3);
+
+  Preparer preparer(fake_, journal_.AsJournal(), {.procfs = procfs.get()});
+  ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.BindVfio(kGpu));
+  EXPECT_EQ(journal_.Steps().front(), "write 1 to /proc/driver/nvidia/gpus/0000:18:00.0/unbindLock");
+  EXPECT_EQ(ReadTrimmed(*procfs, "driver/nvidia/gpus/0000:18:00.0/unbindLock").value_or(""), "1");
+  ASSERT_OK(preparer.Undo(record));
+
+  // A lock the driver refuses (a host process holds the GPU): the write "succeeds" but reads back
+  // 0. Nothing else happens.
+  const std::string busy = "0000:19:00.0";
+  std::unique_ptr<Sysfs> busy_proc = FakeNvidiaProc(proc_root, busy);
+  RefusingProc refusing(*busy_proc);
+  Preparer refusing_preparer(fake_, nullptr, {.procfs = &refusing});
+  auto refused = refusing_preparer.BindVfio(busy);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                HasSubstr("binding 0000:19:00.0 to vfio-pci: the GPU is in use")));
+  EXPECT_EQ(fake_.BoundDriver(busy), "nvidia");
+  EXPECT_EQ(Override(busy), "(null)");
 }
 
 TEST_F(ActionsTest, FailedSysfsWriteLeavesTheHostAsItWas) {

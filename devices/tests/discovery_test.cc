@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -129,6 +130,8 @@ TEST(DiscoveryTest, GpuServerFromXmlAndSysfs) {
   EXPECT_THAT(gpu->drm_nodes, ElementsAre("card2", "renderD130"));
   EXPECT_GT(gpu->pci.link_speed_gbps, 60.0);  // from hwloc
 
+  EXPECT_EQ(gpu->uuid, "");  // no /proc given for a simulated machine
+
   const Nic* nic = FindNic(inventory, "0000:1a:00.0");
   ASSERT_NE(nic, nullptr);
   EXPECT_EQ(nic->pci.driver, "mlx5_core");
@@ -140,6 +143,24 @@ TEST(DiscoveryTest, GpuServerFromXmlAndSysfs) {
   EXPECT_EQ(nic->sriov_num_vfs, 0);
   EXPECT_TRUE(nic->vfs.empty());
   EXPECT_THAT(nic->rdma_devices, ElementsAre("mlx5_0"));
+}
+
+TEST(DiscoveryTest, NvidiaUuidAndMinorFromProc) {
+  FakeSysfs fake;
+  ASSERT_OK(AddGpuServer(fake));
+  const std::string proc = fake.Root() + "/proc";
+  std::filesystem::create_directories(proc + "/driver/nvidia/gpus/0000:9b:00.0");
+  std::ofstream(proc + "/driver/nvidia/gpus/0000:9b:00.0/information")
+      << "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-0a1b2c3d-0000-1111-2222-333344445555\n"
+         "Device Minor: \t 5\n";
+  auto discoverer = NewDiscoverer(
+      {.sysfs_root = fake.Root(), .topology_xml = kGpuServerXml, .proc_root = proc});
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  const Gpu* gpu = FindGpu(inventory, "0000:9b:00.0");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->uuid, "GPU-0a1b2c3d-0000-1111-2222-333344445555");
+  EXPECT_EQ(gpu->nvidia_minor, 5);
+  EXPECT_EQ(FindGpu(inventory, "0000:9a:00.0")->nvidia_minor, std::nullopt);
 }
 
 TEST(DiscoveryTest, RescanOfUnchangedMachineIsNoChange) {

@@ -85,6 +85,10 @@ struct PreparerOptions {
   std::chrono::milliseconds vf_wait_timeout{10000};  // for virtfn links after sriov_numvfs
   std::chrono::milliseconds poll_interval{20};
   SeccompPolicy seccomp;  // for init/cleanup commands
+  // The directory that plays `/proc` (not owned): before unbinding a GPU from `nvidia`, its
+  // `driver/nvidia/gpus/<bdf>/unbindLock` is taken (write 1, read back 1), as NVIDIA's own driver
+  // does; nullptr skips that.
+  Sysfs* procfs = nullptr;
 };
 
 // Preparer performs actions through a Sysfs (the real one, or a fake kernel in tests).

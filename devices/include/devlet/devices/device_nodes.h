@@ -4,13 +4,14 @@
 // the CDI specs the node agent writes after preparation:
 //
 //   vfio-pci          /dev/vfio/<iommu group>           + shared /dev/vfio/vfio
+//   nvidia            /dev/nvidia<minor> (with a procfs)  + shared /dev/nvidiactl, /dev/nvidia-uvm,
+//                                                         /dev/nvidia-uvm-tools
 //   DRM (GPUs)        /dev/dri/card<N>, /dev/dri/renderD<M>
 //   RDMA (NICs)       /dev/infiniband/uverbs<N>         + shared /dev/infiniband/rdma_cm
 //
 //   DEVLET_ASSIGN_OR_RETURN(DeviceNodeSet nodes, DeviceNodesFor(sysfs, "0000:18:00.0"));
 //
-// Not covered: NVIDIA's /dev/nvidia<minor> and MIG capability nodes (they come from
-// /proc/driver/nvidia, outside sysfs), the iommufd cdev (/dev/vfio/devices/vfio<N>).
+// Not covered: NVIDIA MIG capability nodes, the iommufd cdev (/dev/vfio/devices/vfio<N>).
 #pragma once
 
 #include <string>
@@ -29,8 +30,10 @@ struct DeviceNodeSet {
   bool operator==(const DeviceNodeSet&) const = default;
 };
 
-// DeviceNodesFor reads the function's binding from sysfs; NotFound when the function is gone,
+// DeviceNodesFor reads the function's binding from sysfs (and, for NVIDIA GPUs, the device minor
+// from `procfs`, a Sysfs rooted at /proc; nullptr skips it); NotFound when the function is gone,
 // FailedPrecondition when it is bound to vfio-pci without an IOMMU group.
-absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_view pci_address);
+absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_view pci_address,
+                                             const Sysfs* procfs = nullptr);
 
 }  // namespace devlet::devices

@@ -43,6 +43,8 @@ struct Gpu {
   std::string model;   // from hwloc's GPUModel/PCIDevice info or devlet's id table; may be ""
   std::uint64_t memory_bytes = 0;  // largest prefetchable BAR when the model table does not know
   std::vector<std::string> drm_nodes;  // "card1", "renderD129"
+  std::string uuid;                    // NVIDIA: "GPU-..." from /proc/driver/nvidia/gpus/<bdf>
+  std::optional<int> nvidia_minor;     // NVIDIA: /dev/nvidia<minor>
   bool operator==(const Gpu&) const = default;
 };
 
@@ -126,6 +128,9 @@ struct DiscoveryOptions {
   std::string topology_xml;
   // Read sysfs at all. Off for "XML only" simulations.
   bool use_sysfs = true;
+  // The directory that plays `/proc`, for NVIDIA's per-GPU information (UUID, device minor). Empty:
+  // "/proc" when the sysfs root is the real "/sys", otherwise not read.
+  std::string proc_root;
 };
 
 // Discoverer finds the node's devices. Each Discover call is a fresh scan (rescan on hot-plug or

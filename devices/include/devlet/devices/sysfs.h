@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,5 +66,15 @@ absl::StatusOr<long long> ReadInt(const Sysfs& sysfs, std::string_view path);
 // LinkBaseName returns the last component of a symbolic link's target (the bound driver's name for
 // `.../driver`, the group number for `.../iommu_group`); NotFound when the link is absent.
 absl::StatusOr<std::string> LinkBaseName(const Sysfs& sysfs, std::string_view path);
+
+// NvidiaInfo is what NVIDIA's driver tells about one GPU in
+// `<proc>/driver/nvidia/gpus/<bdf>/information` ("GPU UUID:" and "Device Minor:" lines).
+struct NvidiaInfo {
+  std::string uuid;
+  std::optional<int> minor;
+};
+
+// ReadNvidiaInfo reads it through a Sysfs rooted at `/proc`; empty when absent.
+NvidiaInfo ReadNvidiaInfo(const Sysfs& procfs, std::string_view pci_address);
 
 }  // namespace devlet::devices

@@ -14,11 +14,11 @@
 #include "devlet/common/status.h"
 #include "executor.h"
 #include "files.h"
-#include "proto/dra-health/v1/api.grpc.pb.h"
-#include "proto/dra-health/v1alpha1/api.grpc.pb.h"
-#include "proto/dra/v1/api.grpc.pb.h"
-#include "proto/dra/v1beta1/api.grpc.pb.h"
-#include "proto/pluginregistration/v1/api.grpc.pb.h"
+#include "dra-health/v1/api.grpc.pb.h"
+#include "dra-health/v1alpha1/api.grpc.pb.h"
+#include "dra/v1/api.grpc.pb.h"
+#include "dra/v1beta1/api.grpc.pb.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
 
 namespace devlet::dra_kubelet {
 namespace {

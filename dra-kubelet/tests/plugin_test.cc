@@ -8,11 +8,11 @@
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/local.h"
-#include "proto/dra-health/v1/api.grpc.pb.h"
-#include "proto/dra-health/v1alpha1/api.grpc.pb.h"
-#include "proto/dra/v1/api.grpc.pb.h"
-#include "proto/dra/v1beta1/api.grpc.pb.h"
-#include "proto/pluginregistration/v1/api.grpc.pb.h"
+#include "dra-health/v1/api.grpc.pb.h"
+#include "dra-health/v1alpha1/api.grpc.pb.h"
+#include "dra/v1/api.grpc.pb.h"
+#include "dra/v1beta1/api.grpc.pb.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
 #include "test_util.h"
 
 namespace devlet::dra_kubelet {

@@ -550,12 +550,12 @@ func fullScenario(t *T, e *env) {
 		t.Errorf("claim gpu-a devices:\n got  %v\n want %v", gotA, &drapbv1.NodePrepareResourceResponse{Devices: wantA})
 	}
 	wantErrors := map[string]string{
-		uidNoAlloc: "is not allocated",
-		uidOther:   "allocated to node node-2",
-		uidHost:    "only a DeviceClass may set",
-		uidBadCfg:  `unknown field "envv"`,
+		uidNoAlloc:                             "is not allocated",
+		uidOther:                               "allocated to node node-2",
+		uidHost:                                "only a DeviceClass may set",
+		uidBadCfg:                              `unknown field "envv"`,
 		"99999999-0000-0000-0000-000000000000": "the claim was deleted and re-created",
-		uidMissing: "not found",
+		uidMissing:                             "not found",
 	}
 	for uid, want := range wantErrors {
 		got := resp.Claims[uid]

@@ -156,6 +156,13 @@ bool RegexMatch(const Regex& re, std::string_view text);
 Val RegexFind(Ctx& ctx, const Regex& re, std::string_view text);
 Val RegexFindAll(Ctx& ctx, const Regex& re, std::string_view text, int64_t limit);
 
+// Timestamps and durations (time.cc).
+std::string FormatTimestamp(int64_t seconds, uint32_t nanos);  // RFC 3339, UTC, trimmed nanos
+std::string FormatDuration(int64_t nanos);                     // "1.5s"
+// ts + dur, dur + ts, dur + dur; with `subtract`: ts - dur, ts - ts, dur - dur.
+Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract);
+std::vector<FunctionDef> TimeFunctions();
+
 // Kubernetes object hooks (k8s.cc); these work once quantity.h / semver.h are present.
 bool HaveQuantity();
 bool HaveSemver();

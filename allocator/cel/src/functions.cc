@@ -83,9 +83,12 @@ uint64_t TraversalCost(const Val* a, uint32_t) { return Traversal(a[0]); }
 
 // ---- Arithmetic ------------------------------------------------------------------------------
 
+bool IsTime(const Val& v) { return v.kind == VK::kTimestamp || v.kind == VK::kDuration; }
+
 Val Add(Ctx& ctx, const Val* a, uint32_t n) {
   const Val& x = a[0];
   const Val& y = a[1];
+  if (IsTime(x) && IsTime(y)) return TimeAdd(ctx, x, y, false);
   if (x.kind != y.kind) NO_OVERLOAD("_+_");
   switch (x.kind) {
     case VK::kInt: {
@@ -116,6 +119,7 @@ Val Add(Ctx& ctx, const Val* a, uint32_t n) {
 Val Sub(Ctx& ctx, const Val* a, uint32_t n) {
   const Val& x = a[0];
   const Val& y = a[1];
+  if (IsTime(x) && IsTime(y)) return TimeAdd(ctx, x, y, true);
   if (x.kind != y.kind) NO_OVERLOAD("_-_");
   switch (x.kind) {
     case VK::kInt: {
@@ -192,6 +196,12 @@ Val Neg(Ctx& ctx, const Val* a, uint32_t n) {
     return Val::Int(-a[0].i);
   }
   if (a[0].kind == VK::kDouble) return Val::Double(-a[0].d);
+  if (a[0].kind == VK::kDuration) {
+    if (a[0].i == INT64_MIN) return ctx.Error("integer overflow");
+    Val r = a[0];
+    r.i = -r.i;
+    return r;
+  }
   NO_OVERLOAD("-_");
 }
 
@@ -337,6 +347,8 @@ Val ToInt(Ctx& ctx, const Val* a, uint32_t n) {
   const Val& x = a[0];
   switch (x.kind) {
     case VK::kInt: return x;
+    case VK::kTimestamp: return Val::Int(x.i);
+    case VK::kDuration: return Val::Int(x.i);
     case VK::kUint:
       if (x.u > static_cast<uint64_t>(INT64_MAX)) return ctx.Error("integer overflow");
       return Val::Int(static_cast<int64_t>(x.u));
@@ -419,6 +431,8 @@ Val ToString(Ctx& ctx, const Val* a, uint32_t n) {
       if (!Utf8Valid(x.str())) return ctx.Error("invalid UTF-8 in bytes, cannot convert to string");
       return Val::Str(x.str());
     case VK::kType: return Val::Str(x.str());
+    case VK::kTimestamp: return ctx.String(FormatTimestamp(x.i, x.n));
+    case VK::kDuration: return ctx.String(FormatDuration(x.i));
     default: NO_OVERLOAD("string");
   }
 }
@@ -919,7 +933,8 @@ Val Distinct(Ctx& ctx, const Val* a, uint32_t n) {
 
 Val Range(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kInt) NO_OVERLOAD("lists.range");
-  if (a[0].i > 10'000'000) return ctx.Error("lists.range: size exceeds limit");
+  if (a[0].i < 0) return ctx.Error("lists.range: size must be non-negative, got " + std::to_string(a[0].i));
+  if (a[0].i > 1'000'000) return ctx.Error("lists.range: size exceeds the limit of 1000000");
   const auto size = static_cast<uint32_t>(std::max<int64_t>(0, a[0].i));
   Val list = ctx.ListWithCapacity(size);
   for (uint32_t i = 0; i < size; ++i) list.l->data[i] = Val::Int(i);
@@ -1190,6 +1205,7 @@ struct Registry {
   Registry() {
     defs = StandardFunctions();
     for (FunctionDef& d : KubernetesObjectFunctions()) defs.push_back(d);
+    for (FunctionDef& d : TimeFunctions()) defs.push_back(d);
     for (const FunctionDef& d : defs) {
       auto& slot = by_name[d.name];
       if (d.global) slot.first = &d;

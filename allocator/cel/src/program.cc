@@ -933,6 +933,16 @@ class Planner {
       p.node = std::make_unique<HasNode>(e.offset, std::move(op.node), e.name);
       return p;
     }
+    {
+      std::vector<std::string> parts;
+      if (QualifiedParts(e, &parts) && parts.size() == 3 && parts[0] == "google" && parts[1] == "protobuf" &&
+          (parts[2] == "Timestamp" || parts[2] == "Duration") && FindScope("google") == nullptr &&
+          FindDeclared("google") == nullptr) {
+        return MakeConst(e.offset, Val::TypeName(parts[2] == "Timestamp" ? "google.protobuf.Timestamp"
+                                                                         : "google.protobuf.Duration"),
+                         0, Type::TypeType());
+      }
+    }
     Planned q;
     const size_t consumed = ResolveQualified(e, &q);
     if (consumed > 0) return q;
@@ -1196,8 +1206,7 @@ class Planner {
     if (!CheckOverload(e, name, args, &resolved)) return Dummy(e);
     Planned p;
     p.type = ResultType(*def, args);
-    if (p.type.is_dyn() && resolved != Type::Kind::kDyn && resolved != Type::Kind::kList &&
-        resolved != Type::Kind::kMap) {
+    if (resolved != Type::Kind::kDyn && resolved != Type::Kind::kList && resolved != Type::Kind::kMap) {
       FunctionDef synthetic = *def;
       synthetic.result = resolved;
       p.type = ResultType(synthetic, args);
@@ -1283,6 +1292,8 @@ class Planner {
       case 'S': return t.kind() == Type::Kind::kSemver;
       case 'T': return t.kind() == Type::Kind::kType;
       case 'O': return t.kind() == Type::Kind::kOptional;
+      case 'Z': return t.kind() == Type::Kind::kTimestamp;
+      case 'D': return t.kind() == Type::Kind::kDuration;
       default: return false;
     }
   }
@@ -1303,12 +1314,14 @@ class Planner {
     using TK = Type::Kind;
     static const auto* table = new std::unordered_map<std::string_view, std::vector<Signature>>{
         {"_+_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}, {"ss", TK::kString},
-                 {"bb", TK::kBytes}, {"LL", TK::kList}}},
-        {"_-_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
+                 {"bb", TK::kBytes}, {"LL", TK::kList}, {"ZD", TK::kTimestamp}, {"DZ", TK::kTimestamp},
+                 {"DD", TK::kDuration}}},
+        {"_-_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}, {"ZD", TK::kTimestamp},
+                 {"ZZ", TK::kDuration}, {"DD", TK::kDuration}}},
         {"_*_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
         {"_/_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
         {"_%_", {{"ii", TK::kInt}, {"uu", TK::kUint}}},
-        {"-_", {{"i", TK::kInt}, {"d", TK::kDouble}}},
+        {"-_", {{"i", TK::kInt}, {"d", TK::kDouble}, {"D", TK::kDuration}}},
         {"!_", {{"B", TK::kBool}}},
         {"_<_", kOrder()}, {"_<=_", kOrder()}, {"_>_", kOrder()}, {"_>=_", kOrder()},
         {"@in", {{"*L", TK::kBool}, {"*M", TK::kBool}}},
@@ -1317,11 +1330,15 @@ class Planner {
         {"startsWith", {{"ss", TK::kBool}}},
         {"endsWith", {{"ss", TK::kBool}}},
         {"matches", {{"ss", TK::kBool}}},
-        {"int", {{"i", TK::kInt}, {"u", TK::kInt}, {"d", TK::kInt}, {"s", TK::kInt}}},
+        {"int", {{"i", TK::kInt}, {"u", TK::kInt}, {"d", TK::kInt}, {"s", TK::kInt}, {"Z", TK::kInt},
+                 {"D", TK::kInt}}},
+        {"timestamp", {{"s", TK::kTimestamp}, {"i", TK::kTimestamp}, {"Z", TK::kTimestamp}}},
+        {"duration", {{"s", TK::kDuration}, {"D", TK::kDuration}}},
         {"uint", {{"i", TK::kUint}, {"u", TK::kUint}, {"d", TK::kUint}, {"s", TK::kUint}}},
         {"double", {{"i", TK::kDouble}, {"u", TK::kDouble}, {"d", TK::kDouble}, {"s", TK::kDouble}}},
         {"string", {{"i", TK::kString}, {"u", TK::kString}, {"d", TK::kString}, {"s", TK::kString},
-                    {"b", TK::kString}, {"B", TK::kString}, {"T", TK::kString}}},
+                    {"b", TK::kString}, {"B", TK::kString}, {"T", TK::kString}, {"Z", TK::kString},
+                    {"D", TK::kString}}},
         {"bytes", {{"s", TK::kBytes}, {"b", TK::kBytes}}},
         {"bool", {{"B", TK::kBool}, {"s", TK::kBool}}},
         {"charAt", {{"si", TK::kString}}},
@@ -1367,6 +1384,16 @@ class Planner {
         {"major", {{"S", TK::kInt}}},
         {"minor", {{"S", TK::kInt}}},
         {"patch", {{"S", TK::kInt}}},
+        {"getFullYear", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
+        {"getMonth", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
+        {"getDate", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
+        {"getDayOfMonth", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
+        {"getDayOfWeek", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
+        {"getDayOfYear", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
+        {"getHours", {{"Z", TK::kInt}, {"Zs", TK::kInt}, {"D", TK::kInt}}},
+        {"getMinutes", {{"Z", TK::kInt}, {"Zs", TK::kInt}, {"D", TK::kInt}}},
+        {"getSeconds", {{"Z", TK::kInt}, {"Zs", TK::kInt}, {"D", TK::kInt}}},
+        {"getMilliseconds", {{"Z", TK::kInt}, {"Zs", TK::kInt}, {"D", TK::kInt}}},
         {"hasValue", {{"O", TK::kBool}}},
         {"value", {{"O", TK::kDyn}}},
     };
@@ -1378,7 +1405,7 @@ class Planner {
     using TK = Type::Kind;
     return {{"ii", TK::kBool}, {"uu", TK::kBool}, {"dd", TK::kBool}, {"ss", TK::kBool}, {"bb", TK::kBool},
             {"BB", TK::kBool}, {"iu", TK::kBool}, {"id", TK::kBool}, {"ui", TK::kBool}, {"ud", TK::kBool},
-            {"di", TK::kBool}, {"du", TK::kBool}};
+            {"di", TK::kBool}, {"du", TK::kBool}, {"ZZ", TK::kBool}, {"DD", TK::kBool}};
   }
 
   Type ResultType(const FunctionDef& def, const std::vector<Planned>& args) {
@@ -1392,6 +1419,8 @@ class Planner {
         case Type::Kind::kBytes: return Type::Bytes();
         case Type::Kind::kType: return Type::TypeType();
         case Type::Kind::kQuantity: return Type::Quantity();
+        case Type::Kind::kTimestamp: return Type::Timestamp();
+        case Type::Kind::kDuration: return Type::Duration();
         case Type::Kind::kSemver: return Type::Semver();
         case Type::Kind::kList: return Type::List(Type::Dyn());
         case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());

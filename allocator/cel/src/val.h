@@ -126,6 +126,8 @@ enum class VK : uint8_t {
   kError,
   kQuantity,
   kSemver,
+  kTimestamp,  // i: Unix seconds, n: nanoseconds
+  kDuration,   // i: nanoseconds
   kDevice,     // dev: the DRA device object
   kDeviceMap,  // dev: device.attributes (sub == 0) or device.capacity (sub == 1)
   kDomainMap,  // dom: one domain of attributes or capacity

@@ -113,6 +113,19 @@ Value Value::OptionalNone() {
   v.kind_ = Kind::kOptional;
   return v;
 }
+Value Value::Timestamp(int64_t unix_seconds, int32_t nanos) {
+  Value v;
+  v.kind_ = Kind::kTimestamp;
+  v.scalar_.i = unix_seconds;
+  v.nanos_ = nanos;
+  return v;
+}
+Value Value::Duration(int64_t nanos) {
+  Value v;
+  v.kind_ = Kind::kDuration;
+  v.scalar_.i = nanos;
+  return v;
+}
 Value Value::FromQuantity(std::shared_ptr<const Quantity> quantity) {
   Value v;
   v.kind_ = Kind::kQuantity;
@@ -170,6 +183,8 @@ std::string Value::TypeName() const {
     case Kind::kError: return "error";
     case Kind::kQuantity: return "kubernetes.Quantity";
     case Kind::kSemver: return "kubernetes.Semver";
+    case Kind::kTimestamp: return "google.protobuf.Timestamp";
+    case Kind::kDuration: return "google.protobuf.Duration";
   }
   return "dyn";
 }
@@ -237,6 +252,9 @@ std::string Value::DebugString() const {
       return quantity() ? "quantity(\"" + internal::QuantityString(*quantity()) + "\")" : "quantity(?)";
     case Kind::kSemver:
       return semver() ? "semver(\"" + internal::SemverString(*semver()) + "\")" : "semver(?)";
+    case Kind::kTimestamp:
+      return "timestamp(\"" + internal::FormatTimestamp(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
+    case Kind::kDuration: return "duration(\"" + internal::FormatDuration(scalar_.i) + "\")";
   }
   return "?";
 }
@@ -294,6 +312,8 @@ bool Value::Equivalent(const Value& a, const Value& b) {
       return a.quantity() && b.quantity() && internal::QuantityEqual(*a.quantity(), *b.quantity());
     case Kind::kSemver:
       return a.semver() && b.semver() && internal::SemverEqual(*a.semver(), *b.semver());
+    case Kind::kTimestamp: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
+    case Kind::kDuration: return a.scalar_.i == b.scalar_.i;
     default: return false;
   }
 }
@@ -340,6 +360,8 @@ std::string Type::DebugString() const {
     case Kind::kQuantity: return "kubernetes.Quantity";
     case Kind::kSemver: return "kubernetes.Semver";
     case Kind::kDraDevice: return "kubernetes.DRADevice";
+    case Kind::kTimestamp: return "google.protobuf.Timestamp";
+    case Kind::kDuration: return "google.protobuf.Duration";
   }
   return "dyn";
 }

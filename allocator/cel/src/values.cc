@@ -29,6 +29,8 @@ std::string_view TypeNameOf(const Val& v) {
     case VK::kQuantity: return "kubernetes.Quantity";
     case VK::kSemver: return "kubernetes.Semver";
     case VK::kDevice: return "kubernetes.DRADevice";
+    case VK::kTimestamp: return "google.protobuf.Timestamp";
+    case VK::kDuration: return "google.protobuf.Duration";
   }
   return "dyn";
 }
@@ -216,6 +218,8 @@ bool EqualBool(const Val& a, const Val& b) {
     case VK::kQuantity: return QuantityEqual(*a.q, *b.q);
     case VK::kSemver: return SemverEqual(*a.v, *b.v);
     case VK::kDevice: return a.dev == b.dev;
+    case VK::kTimestamp: return a.i == b.i && a.n == b.n;
+    case VK::kDuration: return a.i == b.i;
     default: return false;
   }
 }
@@ -236,6 +240,10 @@ std::optional<int> Compare(const Val& a, const Val& b) {
       return c < 0 ? -1 : c > 0 ? 1 : 0;
     }
     case VK::kBool: return a.b == b.b ? 0 : (a.b ? 1 : -1);
+    case VK::kTimestamp:
+      if (a.i != b.i) return a.i < b.i ? -1 : 1;
+      return a.n < b.n ? -1 : (a.n > b.n ? 1 : 0);
+    case VK::kDuration: return a.i < b.i ? -1 : (a.i > b.i ? 1 : 0);
     default: return std::nullopt;
   }
 }
@@ -537,6 +545,19 @@ Val FromValue(const Value& value, Arena& arena) {
       r.v = value.semver();
       return r;
     }
+    case Value::Kind::kTimestamp: {
+      Val r;
+      r.kind = VK::kTimestamp;
+      r.i = value.timestamp_seconds();
+      r.n = value.timestamp_nanos();
+      return r;
+    }
+    case Value::Kind::kDuration: {
+      Val r;
+      r.kind = VK::kDuration;
+      r.i = value.duration_nanos();
+      return r;
+    }
   }
   return Val::Null();
 }
@@ -576,6 +597,8 @@ Value ToValue(const Val& v) {
       return v.opt == nullptr ? Value::OptionalNone() : Value::OptionalOf(ToValue(*v.opt));
     case VK::kQuantity: return Value::FromQuantity(CopyQuantity(*v.q));
     case VK::kSemver: return Value::FromSemver(CopySemver(*v.v));
+    case VK::kTimestamp: return Value::Timestamp(v.i, v.n);
+    case VK::kDuration: return Value::Duration(v.i);
     case VK::kDevice: {
       Arena scratch;
       Ctx ctx(scratch);

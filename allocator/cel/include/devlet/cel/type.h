@@ -35,6 +35,8 @@ class Type {
     kSemver,
     // The DRA `device` object (CEL type name "kubernetes.DRADevice").
     kDraDevice,
+    kTimestamp,  // google.protobuf.Timestamp
+    kDuration,   // google.protobuf.Duration
   };
 
   // The default type is dyn.
@@ -51,6 +53,8 @@ class Type {
   static Type Quantity() { return Type(Kind::kQuantity); }
   static Type Semver() { return Type(Kind::kSemver); }
   static Type DraDevice() { return Type(Kind::kDraDevice); }
+  static Type Timestamp() { return Type(Kind::kTimestamp); }
+  static Type Duration() { return Type(Kind::kDuration); }
   static Type List(Type element);
   static Type Map(Type key, Type value);
   static Type Optional(Type value);

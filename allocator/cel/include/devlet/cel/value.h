@@ -44,6 +44,9 @@ class Value {
     kError,
     kQuantity,
     kSemver,
+    // google.protobuf.Timestamp (Unix seconds + nanoseconds) and google.protobuf.Duration.
+    kTimestamp,
+    kDuration,
   };
 
   // A map entry; CEL maps keep insertion order here (CEL equality ignores order).
@@ -69,6 +72,9 @@ class Value {
   static Value Error(std::string message);
   static Value FromQuantity(std::shared_ptr<const Quantity> quantity);
   static Value FromSemver(std::shared_ptr<const Semver> semver);
+  // `nanos` in [0, 1e9).
+  static Value Timestamp(int64_t unix_seconds, int32_t nanos = 0);
+  static Value Duration(int64_t nanos);
 
   Kind kind() const { return kind_; }
   bool is_error() const { return kind_ == Kind::kError; }
@@ -88,6 +94,9 @@ class Value {
   const std::vector<Entry>& map() const;
   // kOptional: the wrapped value, or nullptr for optional.none().
   const Value* optional_value() const;
+  int64_t timestamp_seconds() const { return kind_ == Kind::kTimestamp ? scalar_.i : 0; }
+  int32_t timestamp_nanos() const { return kind_ == Kind::kTimestamp ? nanos_ : 0; }
+  int64_t duration_nanos() const { return kind_ == Kind::kDuration ? scalar_.i : 0; }
   const Quantity* quantity() const;
   const Semver* semver() const;
 
@@ -113,6 +122,7 @@ class Value {
     uint64_t u;
     double d;
   } scalar_{};
+  int32_t nanos_ = 0;
   std::shared_ptr<const Heap> heap_;
 };
 

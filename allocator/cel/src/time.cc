@@ -1,0 +1,329 @@
+// google.protobuf.Timestamp and google.protobuf.Duration values: timestamp(), duration(), their
+// string forms, arithmetic helpers and the get* accessors (time zones through absl/cctz, which
+// reads the system zoneinfo).
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "eval.h"
+
+namespace devlet::cel::internal {
+
+namespace {
+using K = Type::Kind;
+__extension__ typedef __int128 Int128;  // exact intermediate arithmetic
+#define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
+
+// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z, as cel-go's valid timestamp range.
+constexpr int64_t kMinSeconds = -62135596800;
+constexpr int64_t kMaxSeconds = 253402300799;
+
+bool Digits(std::string_view s, size_t pos, size_t n, int64_t* out) {
+  if (pos + n > s.size()) return false;
+  int64_t v = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = s[pos + i];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// RFC 3339 (Go's time.RFC3339 layout, which also accepts fractional seconds).
+bool ParseRfc3339(std::string_view s, int64_t* seconds, uint32_t* nanos) {
+  int64_t y, mo, d, h, mi, se;
+  if (!Digits(s, 0, 4, &y) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &mo) || s[7] != '-' ||
+      !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !Digits(s, 11, 2, &h) || s[13] != ':' ||
+      !Digits(s, 14, 2, &mi) || s[16] != ':' || !Digits(s, 17, 2, &se)) {
+    return false;
+  }
+  size_t pos = 19;
+  int64_t frac = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    size_t digits = 0;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      if (digits < 9) frac = frac * 10 + (s[pos] - '0');
+      ++digits;
+      ++pos;
+    }
+    if (digits == 0) return false;
+    for (size_t i = digits; i < 9; ++i) frac *= 10;
+  }
+  int64_t offset = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    int64_t oh, om;
+    if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' || !Digits(s, pos + 4, 2, &om)) {
+      return false;
+    }
+    if (oh > 23 || om > 59) return false;
+    offset = (oh * 3600 + om * 60) * (s[pos] == '-' ? -1 : 1);
+    pos += 6;
+  } else {
+    return false;
+  }
+  if (pos != s.size()) return false;
+  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || se > 59) return false;
+  const absl::CivilSecond cs(y, mo, d, h, mi, se);
+  if (cs.day() != d || cs.month() != mo) return false;  // e.g. February 30
+  const int64_t unix = absl::ToUnixSeconds(absl::FromCivil(cs, absl::UTCTimeZone())) - offset;
+  *seconds = unix;
+  *nanos = static_cast<uint32_t>(frac);
+  return true;
+}
+
+Val MakeTimestamp(Ctx& ctx, int64_t seconds, int64_t nanos) {
+  // Normalize nanos into [0, 1e9).
+  seconds += nanos / 1'000'000'000;
+  nanos %= 1'000'000'000;
+  if (nanos < 0) {
+    nanos += 1'000'000'000;
+    seconds -= 1;
+  }
+  if (seconds < kMinSeconds || seconds > kMaxSeconds) return ctx.Error("timestamp out of range");
+  Val r;
+  r.kind = VK::kTimestamp;
+  r.i = seconds;
+  r.n = static_cast<uint32_t>(nanos);
+  return r;
+}
+
+Val MakeDuration(int64_t nanos) {
+  Val r;
+  r.kind = VK::kDuration;
+  r.i = nanos;
+  return r;
+}
+
+// Go's time.ParseDuration.
+bool ParseGoDuration(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  bool neg = false;
+  if (s[0] == '-' || s[0] == '+') {
+    neg = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s == "0") {
+    *out = 0;
+    return true;
+  }
+  if (s.empty()) return false;
+  double total = 0;  // nanoseconds, checked against int64 at the end
+  Int128 exact = 0;
+  while (!s.empty()) {
+    size_t i = 0;
+    Int128 whole = 0;
+    bool any = false;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      whole = whole * 10 + (s[i] - '0');
+      if (whole > (static_cast<Int128>(1) << 100)) return false;
+      ++i;
+      any = true;
+    }
+    double frac = 0, scale = 1;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+        scale /= 10;
+        frac += (s[i] - '0') * scale;
+        ++i;
+        any = true;
+      }
+    }
+    if (!any) return false;
+    size_t u = i;
+    while (u < s.size() && !(s[u] >= '0' && s[u] <= '9') && s[u] != '.') ++u;
+    const std::string_view unit = s.substr(i, u - i);
+    int64_t mult;
+    if (unit == "ns") {
+      mult = 1;
+    } else if (unit == "us" || unit == "\xc2\xb5s" || unit == "\xce\xbcs") {
+      mult = 1'000;
+    } else if (unit == "ms") {
+      mult = 1'000'000;
+    } else if (unit == "s") {
+      mult = 1'000'000'000;
+    } else if (unit == "m") {
+      mult = 60'000'000'000;
+    } else if (unit == "h") {
+      mult = 3'600'000'000'000;
+    } else {
+      return false;
+    }
+    exact += whole * mult + static_cast<Int128>(frac * static_cast<double>(mult));
+    total += static_cast<double>(whole) * static_cast<double>(mult);
+    if (exact > INT64_MAX || total > 9.3e18) return false;
+    s.remove_prefix(u);
+  }
+  *out = static_cast<int64_t>(neg ? -exact : exact);
+  return true;
+}
+
+Val Timestamp(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kTimestamp) return a[0];
+  if (a[0].kind == VK::kInt) return MakeTimestamp(ctx, a[0].i, 0);
+  if (a[0].kind != VK::kString) NO_OVERLOAD("timestamp");
+  int64_t seconds;
+  uint32_t nanos;
+  if (!ParseRfc3339(a[0].str(), &seconds, &nanos)) {
+    return ctx.Error("cannot parse timestamp '" + std::string(a[0].str()) + "' as RFC 3339");
+  }
+  return MakeTimestamp(ctx, seconds, nanos);
+}
+
+Val Duration(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kDuration) return a[0];
+  if (a[0].kind != VK::kString) NO_OVERLOAD("duration");
+  int64_t nanos;
+  if (!ParseGoDuration(a[0].str(), &nanos)) {
+    return ctx.Error("cannot parse duration '" + std::string(a[0].str()) + "'");
+  }
+  return MakeDuration(nanos);
+}
+
+// Resolves the optional time zone argument: "UTC", an IANA name, or a fixed offset [+-]HH:MM.
+bool Zone(std::string_view name, absl::TimeZone* tz) {
+  if (name.empty()) {
+    *tz = absl::UTCTimeZone();
+    return true;
+  }
+  int64_t h, m;
+  size_t p = 0;
+  int sign = 1;
+  if (name[0] == '+' || name[0] == '-') {
+    sign = name[0] == '-' ? -1 : 1;
+    p = 1;
+  }
+  if (name.size() == p + 5 && Digits(name, p, 2, &h) && name[p + 2] == ':' && Digits(name, p + 3, 2, &m)) {
+    *tz = absl::FixedTimeZone(static_cast<int>(sign * (h * 3600 + m * 60)));
+    return true;
+  }
+  return absl::LoadTimeZone(std::string(name), tz);
+}
+
+enum class Part { kFullYear, kMonth, kDate, kDayOfMonth, kDayOfWeek, kDayOfYear, kHours, kMinutes, kSeconds, kMillis };
+
+template <Part kPart>
+Val Get(Ctx& ctx, const Val* a, uint32_t n) {
+  static constexpr const char* kNames[] = {"getFullYear", "getMonth", "getDate", "getDayOfMonth",
+                                           "getDayOfWeek", "getDayOfYear", "getHours", "getMinutes",
+                                           "getSeconds", "getMilliseconds"};
+  const char* name = kNames[static_cast<int>(kPart)];
+  if (a[0].kind == VK::kDuration && n == 1) {
+    const int64_t d = a[0].i;
+    switch (kPart) {
+      case Part::kHours: return Val::Int(d / 3'600'000'000'000);
+      case Part::kMinutes: return Val::Int(d / 60'000'000'000);
+      case Part::kSeconds: return Val::Int(d / 1'000'000'000);
+      case Part::kMillis: return Val::Int(d / 1'000'000);
+      default: NO_OVERLOAD(name);
+    }
+  }
+  if (a[0].kind != VK::kTimestamp || (n == 2 && a[1].kind != VK::kString)) NO_OVERLOAD(name);
+  absl::TimeZone tz;
+  if (!Zone(n == 2 ? a[1].str() : std::string_view(), &tz)) {
+    return ctx.Error("unknown time zone '" + std::string(a[1].str()) + "'");
+  }
+  const absl::Time t = absl::FromUnixSeconds(a[0].i) + absl::Nanoseconds(a[0].n);
+  const absl::CivilSecond cs = absl::ToCivilSecond(t, tz);
+  switch (kPart) {
+    case Part::kFullYear: return Val::Int(cs.year());
+    case Part::kMonth: return Val::Int(cs.month() - 1);
+    case Part::kDate: return Val::Int(cs.day());
+    case Part::kDayOfMonth: return Val::Int(cs.day() - 1);
+    case Part::kDayOfWeek: {
+      // absl::Weekday: monday = 0 ... sunday = 6; CEL: Sunday = 0.
+      const int wd = static_cast<int>(absl::GetWeekday(cs));
+      return Val::Int((wd + 1) % 7);
+    }
+    case Part::kDayOfYear: return Val::Int(absl::GetYearDay(cs) - 1);
+    case Part::kHours: return Val::Int(cs.hour());
+    case Part::kMinutes: return Val::Int(cs.minute());
+    case Part::kSeconds: return Val::Int(cs.second());
+    case Part::kMillis: return Val::Int(a[0].n / 1'000'000);
+  }
+  NO_OVERLOAD(name);
+}
+
+#undef NO_OVERLOAD
+}  // namespace
+
+std::string FormatTimestamp(int64_t seconds, uint32_t nanos) {
+  const absl::CivilSecond cs = absl::ToCivilSecond(absl::FromUnixSeconds(seconds), absl::UTCTimeZone());
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d", static_cast<int>(cs.year()), cs.month(),
+                cs.day(), cs.hour(), cs.minute(), cs.second());
+  std::string out = buf;
+  if (nanos != 0) {
+    std::snprintf(buf, sizeof(buf), ".%09u", nanos);
+    std::string frac = buf;
+    while (frac.back() == '0') frac.pop_back();
+    out += frac;
+  }
+  return out + "Z";
+}
+
+std::string FormatDuration(int64_t nanos) {
+  // cel-go: strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+  const int64_t whole = nanos / 1'000'000'000;
+  int64_t frac = nanos % 1'000'000'000;
+  std::string out = (nanos < 0 && whole == 0) ? "-0" : std::to_string(whole);
+  if (frac != 0) {
+    if (frac < 0) frac = -frac;
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "%09lld", static_cast<long long>(frac));
+    std::string f = buf;
+    while (f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out + "s";
+}
+
+Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
+  if (x.kind == VK::kTimestamp && y.kind == VK::kDuration) {
+    const int64_t secs = y.i / 1'000'000'000;
+    const int64_t ns = y.i % 1'000'000'000;
+    return subtract ? MakeTimestamp(ctx, x.i - secs, static_cast<int64_t>(x.n) - ns)
+                    : MakeTimestamp(ctx, x.i + secs, static_cast<int64_t>(x.n) + ns);
+  }
+  if (!subtract && x.kind == VK::kDuration && y.kind == VK::kTimestamp) return TimeAdd(ctx, y, x, false);
+  if (x.kind == VK::kDuration && y.kind == VK::kDuration) {
+    int64_t r;
+    if (subtract ? __builtin_sub_overflow(x.i, y.i, &r) : __builtin_add_overflow(x.i, y.i, &r)) {
+      return ctx.Error("integer overflow");
+    }
+    return MakeDuration(r);
+  }
+  if (subtract && x.kind == VK::kTimestamp && y.kind == VK::kTimestamp) {
+    const Int128 d = (static_cast<Int128>(x.i) - y.i) * 1'000'000'000 + (static_cast<int64_t>(x.n) - y.n);
+    if (d > INT64_MAX || d < INT64_MIN) return ctx.Error("integer overflow");
+    return MakeDuration(static_cast<int64_t>(d));
+  }
+  Val args[2] = {x, y};
+  return ctx.NoOverload(subtract ? "_-_" : "_+_", args, 2);
+}
+
+std::vector<FunctionDef> TimeFunctions() {
+  return {
+      {"timestamp", Timestamp, true, false, 0, nullptr, K::kTimestamp, 1, 1},
+      {"duration", Duration, true, false, 0, nullptr, K::kDuration, 1, 1},
+      {"getFullYear", Get<Part::kFullYear>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getMonth", Get<Part::kMonth>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getDate", Get<Part::kDate>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getDayOfMonth", Get<Part::kDayOfMonth>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getDayOfWeek", Get<Part::kDayOfWeek>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getDayOfYear", Get<Part::kDayOfYear>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getHours", Get<Part::kHours>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getMinutes", Get<Part::kMinutes>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getSeconds", Get<Part::kSeconds>, false, true, 0, nullptr, K::kInt, 1, 2},
+      {"getMilliseconds", Get<Part::kMillis>, false, true, 0, nullptr, K::kInt, 1, 2},
+  };
+}
+
+}  // namespace devlet::cel::internal

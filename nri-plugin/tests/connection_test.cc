@@ -208,6 +208,9 @@ class RawPeerTest : public ::testing::Test {
     setsockopt(peer_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   }
 
+  // The connection's on_close writes into this fixture: destroy it first.
+  void TearDown() override { connection_.reset(); }
+
   void Send(const std::string& bytes) { ASSERT_OK(WriteAll(peer_.get(), bytes.data(), bytes.size())); }
 
   void SendRequest(uint32_t conn, uint32_t stream, const std::string& method,

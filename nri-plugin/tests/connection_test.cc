@@ -319,6 +319,32 @@ TEST_F(RawPeerTest, OversizedMuxFrameClosesTheConnection) {
   EXPECT_THAT(connection_->close_reason(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Random ttrpc garbage inside well-formed mux frames: answered or ignored, never a crash, and the
+// connection still serves a valid request afterwards.
+TEST_F(RawPeerTest, RandomGarbageInsideFrames) {
+  std::mt19937 rng(4);
+  for (int i = 0; i < 300; ++i) {
+    std::string junk(rng() % 64, '\0');
+    for (char& c : junk) {
+      c = static_cast<char>(rng());
+    }
+    // A plausible header (length small, random type/flags/stream), then junk as the body.
+    const std::string message = EncodeTtrpcMessage(
+        rng(), static_cast<TtrpcMessageType>(rng() % 5), static_cast<uint8_t>(rng()), junk);
+    Send(EncodeMuxFrame(rng() % 2 ? kPluginServiceConn : 7, message));
+  }
+  // Requests with random ids may have raised the last stream id: use the largest odd one.
+  SendRequest(kPluginServiceConn, 0xffffffffu, "Echo", "alive");
+  while (true) {
+    auto [stream, response] = ReadResponse();
+    if (stream == 0xffffffffu || stream == 0) {
+      EXPECT_EQ(response.payload(), "palive");
+      break;
+    }
+  }
+  EXPECT_FALSE(connection_->closed());
+}
+
 TEST_F(RawPeerTest, TruncatedFrameThenCloseDoesNotHang) {
   SendRequest(kPluginServiceConn, 1, "Echo", "a");
   ReadResponse();

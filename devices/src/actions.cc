@@ -170,7 +170,8 @@ absl::StatusOr<std::string> Preparer::VfAddress(std::string_view pf_address, int
   return *vf;
 }
 
-absl::StatusOr<ActionRecord> Preparer::EnsureNumVfs(std::string_view pf_address, int num_vfs) {
+absl::StatusOr<ActionRecord> Preparer::EnsureNumVfs(std::string_view pf_address, int num_vfs,
+                                                    bool autoprobe) {
   std::lock_guard<std::recursive_mutex> lock(sysfs_mutex_);
   const std::string pf(pf_address);
   const std::string dev = Dev(pf);
@@ -196,9 +197,24 @@ absl::StatusOr<ActionRecord> Preparer::EnsureNumVfs(std::string_view pf_address,
                               " VFs, and changing a non-zero count would destroy VFs that may be "
                               "in use; set sriov_numvfs to 0 first");
   }
+  // Keep new VFs unbound when they go to vfio-pci anyway (no netdevs created and torn down).
+  const std::string autoprobe_path = dev + "/sriov_drivers_autoprobe";
+  if (!autoprobe && sysfs_.Exists(autoprobe_path)) {
+    auto previous = ReadInt(sysfs_, autoprobe_path);
+    if (previous.ok() && *previous != 0) {
+      record.previous_autoprobe = static_cast<int>(*previous);
+      absl::Status status = Write(JournalEntry::Phase::kDo, record, autoprobe_path, "0");
+      if (!status.ok()) return WithContext(status, what);
+    }
+  }
   absl::Status status =
       Write(JournalEntry::Phase::kDo, record, dev + "/sriov_numvfs", std::to_string(num_vfs));
-  if (!status.ok()) return WithContext(status, what);
+  if (!status.ok()) {
+    absl::Status undo = UndoNumVfs(record);
+    status = WithContext(status, what);
+    if (!undo.ok()) return Internal(Message(status) + "; rolling back: " + Message(undo));
+    return status;
+  }
   const auto deadline = std::chrono::steady_clock::now() + options_.vf_wait_timeout;
   while (true) {
     bool all = true;
@@ -222,17 +238,27 @@ absl::Status Preparer::UndoNumVfs(const ActionRecord& record) {
   const std::string dev = Dev(record.device);
   if (!sysfs_.Exists(dev)) return absl::OkStatus();
   auto current = ReadInt(sysfs_, dev + "/sriov_numvfs");
-  if (current.ok() && *current == record.previous_num_vfs) return absl::OkStatus();
   const std::string what = "removing the SR-IOV VFs of " + record.device;
-  if (current.ok() && *current != 0) {
-    DEVLET_RETURN_IF_ERROR(
-        WithContext(Write(JournalEntry::Phase::kUndo, record, dev + "/sriov_numvfs", "0"), what));
+  if (!(current.ok() && *current == record.previous_num_vfs)) {
+    if (current.ok() && *current != 0) {
+      DEVLET_RETURN_IF_ERROR(WithContext(
+          Write(JournalEntry::Phase::kUndo, record, dev + "/sriov_numvfs", "0"), what));
+    }
+    if (record.previous_num_vfs != 0) {
+      DEVLET_RETURN_IF_ERROR(WithContext(Write(JournalEntry::Phase::kUndo, record,
+                                               dev + "/sriov_numvfs",
+                                               std::to_string(record.previous_num_vfs)),
+                                         what));
+    }
   }
-  if (record.previous_num_vfs != 0) {
-    DEVLET_RETURN_IF_ERROR(WithContext(Write(JournalEntry::Phase::kUndo, record,
-                                             dev + "/sriov_numvfs",
-                                             std::to_string(record.previous_num_vfs)),
-                                       what));
+  if (record.previous_autoprobe >= 0) {
+    auto autoprobe = ReadInt(sysfs_, dev + "/sriov_drivers_autoprobe");
+    if (!autoprobe.ok() || *autoprobe != record.previous_autoprobe) {
+      DEVLET_RETURN_IF_ERROR(WithContext(
+          Write(JournalEntry::Phase::kUndo, record, dev + "/sriov_drivers_autoprobe",
+                std::to_string(record.previous_autoprobe)),
+          what));
+    }
   }
   return absl::OkStatus();
 }
@@ -303,7 +329,7 @@ absl::StatusOr<std::vector<ActionRecord>> Preparer::Prepare(const DraDevice& dev
     const std::int64_t* index =
         index_it == device.attributes.end() ? nullptr : std::get_if<std::int64_t>(&index_it->second);
     if (index == nullptr) return fail(InvalidArgument("the VF device has no vfIndex attribute"));
-    auto record = EnsureNumVfs(prep.sriov_pf, prep.sriov_num_vfs);
+    auto record = EnsureNumVfs(prep.sriov_pf, prep.sriov_num_vfs, /*autoprobe=*/!prep.bind_vfio);
     if (!record.ok()) return fail(record.status());
     done.push_back(*record);
     auto vf = VfAddress(prep.sriov_pf, static_cast<int>(*index));

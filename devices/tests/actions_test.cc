@@ -325,16 +325,24 @@ TEST_F(PrepareDeviceTest, VfDeviceCreatesVfsAndBindsItsVf) {
   ASSERT_OK_AND_ASSIGN(std::vector<ActionRecord> done, preparer.Prepare(*device));
   ASSERT_EQ(done.size(), 2u);
   EXPECT_EQ(done[0].kind, ActionKind::kSriovNumVfs);
+  EXPECT_EQ(done[0].previous_autoprobe, 1);
   EXPECT_EQ(done[1].kind, ActionKind::kVfioBind);
   EXPECT_EQ(done[1].device, "0000:1a:00.4");
+  EXPECT_EQ(done[1].original_driver, "");  // autoprobe was off: the VF came up unbound
+  EXPECT_THAT(journal_.Steps(),
+              ElementsAre("write 0 to bus/pci/devices/0000:1a:00.0/sriov_drivers_autoprobe",
+                          "write 4 to bus/pci/devices/0000:1a:00.0/sriov_numvfs",
+                          "write vfio-pci to bus/pci/devices/0000:1a:00.4/driver_override",
+                          "write 0000:1a:00.4 to bus/pci/drivers_probe"));
   EXPECT_EQ(fake_.BoundDriver("0000:1a:00.4"), "vfio-pci");
-  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.3"), "mlx5_core");
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.3"), "");
 
   ASSERT_OK(preparer.Unprepare(done));
-  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.4"), "mlx5_core");
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.4"), "");
   EXPECT_TRUE(fake_.Exists("bus/pci/devices/0000:1a:00.4"));  // VFs stay for their siblings
   ASSERT_OK(preparer.Undo(done[0]));
   EXPECT_FALSE(fake_.Exists("bus/pci/devices/0000:1a:00.4"));
+  EXPECT_EQ(ReadInt(fake_, "bus/pci/devices/0000:1a:00.0/sriov_drivers_autoprobe").value_or(-1), 1);
 }
 
 TEST_F(PrepareDeviceTest, InitAndCleanupCommandsAroundVfioBinding) {

@@ -12,8 +12,9 @@
 //   - vfio-pci binding: driver_override=vfio-pci, unbind from the current driver, drivers_probe,
 //     verify; undone by unbinding from vfio-pci, restoring driver_override and re-probing the
 //     original driver (bind directly if probing does not bring it back);
-//   - SR-IOV VF creation: sriov_numvfs=N on a PF that has no VFs yet, waiting for the virtfn links;
-//     undone by writing 0 (never changes a non-zero count: that destroys VFs in use);
+//   - SR-IOV VF creation: sriov_numvfs=N on a PF that has no VFs yet (with sriov_drivers_autoprobe=0
+//     first when the VFs go to vfio-pci), waiting for the virtfn links; undone by writing 0 (never
+//     changes a non-zero count: that destroys VFs in use);
 //   - administrator commands (init, then cleanup on unprepare or when init fails) run confined by
 //     RunCommand.
 // A failed action leaves the host as it found it (completed steps are rolled back) and returns an
@@ -61,6 +62,7 @@ struct ActionRecord {
   // kSriovNumVfs
   int previous_num_vfs = 0;
   int num_vfs = 0;
+  int previous_autoprobe = -1;  // sriov_drivers_autoprobe before; -1 when left alone
   // kCommand
   std::optional<CommandLine> cleanup;
   std::map<std::string, std::string> env;  // the init command's extra environment, for cleanup
@@ -101,9 +103,12 @@ class Preparer {
   // driver; NotFound when the function is gone.
   absl::StatusOr<ActionRecord> BindVfio(std::string_view pci_address);
 
-  // EnsureNumVfs makes the PF have at least `num_vfs` VFs, creating them when it has none.
-  // InvalidArgument above sriov_totalvfs; FailedPrecondition when the PF has fewer, non-zero VFs.
-  absl::StatusOr<ActionRecord> EnsureNumVfs(std::string_view pf_address, int num_vfs);
+  // EnsureNumVfs makes the PF have at least `num_vfs` VFs, creating them when it has none. With
+  // `autoprobe` false, sriov_drivers_autoprobe is set to 0 first so that the new VFs stay unbound
+  // (for vfio-pci); undo restores it. InvalidArgument above sriov_totalvfs; FailedPrecondition
+  // when the PF has fewer, non-zero VFs.
+  absl::StatusOr<ActionRecord> EnsureNumVfs(std::string_view pf_address, int num_vfs,
+                                            bool autoprobe = true);
 
   // VfAddress returns the address of VF `index` of a PF (from its virtfn<index> link).
   absl::StatusOr<std::string> VfAddress(std::string_view pf_address, int index) const;

@@ -158,7 +158,10 @@ Val RegexFindAll(Ctx& ctx, const Regex& re, std::string_view text, int64_t limit
 
 // Timestamps and durations (time.cc).
 std::string FormatTimestamp(int64_t seconds, uint32_t nanos);  // RFC 3339, UTC, trimmed nanos
-std::string FormatDuration(int64_t nanos);                     // "1.5s"
+std::string FormatDuration(int64_t seconds, uint32_t nanos);   // "1.5s"
+// The duration in int64 nanoseconds (int(duration)); `overflow` when it does not fit.
+int64_t DurationNanosSaturated(const Val& v, bool* overflow);
+Val NegateDuration(Ctx& ctx, const Val& d);
 // ts + dur, dur + ts, dur + dur; with `subtract`: ts - dur, ts - ts, dur - dur.
 Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract);
 std::vector<FunctionDef> TimeFunctions();

@@ -196,12 +196,7 @@ Val Neg(Ctx& ctx, const Val* a, uint32_t n) {
     return Val::Int(-a[0].i);
   }
   if (a[0].kind == VK::kDouble) return Val::Double(-a[0].d);
-  if (a[0].kind == VK::kDuration) {
-    if (a[0].i == INT64_MIN) return ctx.Error("integer overflow");
-    Val r = a[0];
-    r.i = -r.i;
-    return r;
-  }
+  if (a[0].kind == VK::kDuration) return NegateDuration(ctx, a[0]);
   NO_OVERLOAD("-_");
 }
 
@@ -348,7 +343,12 @@ Val ToInt(Ctx& ctx, const Val* a, uint32_t n) {
   switch (x.kind) {
     case VK::kInt: return x;
     case VK::kTimestamp: return Val::Int(x.i);
-    case VK::kDuration: return Val::Int(x.i);
+    case VK::kDuration: {
+      bool overflow = false;
+      const int64_t v = DurationNanosSaturated(x, &overflow);
+      if (overflow) return ctx.Error("integer overflow");
+      return Val::Int(v);
+    }
     case VK::kUint:
       if (x.u > static_cast<uint64_t>(INT64_MAX)) return ctx.Error("integer overflow");
       return Val::Int(static_cast<int64_t>(x.u));
@@ -432,7 +432,7 @@ Val ToString(Ctx& ctx, const Val* a, uint32_t n) {
       return Val::Str(x.str());
     case VK::kType: return Val::Str(x.str());
     case VK::kTimestamp: return ctx.String(FormatTimestamp(x.i, x.n));
-    case VK::kDuration: return ctx.String(FormatDuration(x.i));
+    case VK::kDuration: return ctx.String(FormatDuration(x.i, x.n));
     default: NO_OVERLOAD("string");
   }
 }
@@ -732,6 +732,8 @@ bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* 
     case VK::kBool: *out += v.b ? "true" : "false"; return true;
     case VK::kNull: *out += "null"; return true;
     case VK::kType: *out += std::string(v.str()); return true;
+    case VK::kTimestamp: *out += FormatTimestamp(v.i, v.n); return true;
+    case VK::kDuration: *out += FormatDuration(v.i, v.n); return true;
     case VK::kList: {
       *out += "[";
       for (uint32_t i = 0; i < v.n; ++i) {

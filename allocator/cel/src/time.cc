@@ -94,15 +94,29 @@ Val MakeTimestamp(Ctx& ctx, int64_t seconds, int64_t nanos) {
   return r;
 }
 
-Val MakeDuration(int64_t nanos) {
+// Durations are seconds + nanoseconds in [0, 1e9) (floored), within protobuf's +-10000 years.
+constexpr Int128 kNanosPerSecond = 1'000'000'000;
+constexpr Int128 kMaxDurationNanos = static_cast<Int128>(315'576'000'000) * kNanosPerSecond + 999'999'999;
+
+Int128 TotalNanos(const Val& v) { return static_cast<Int128>(v.i) * kNanosPerSecond + v.n; }
+
+Val MakeDuration(Ctx& ctx, Int128 nanos) {
+  if (nanos > kMaxDurationNanos || nanos < -kMaxDurationNanos) return ctx.Error("duration out of range");
+  Int128 secs = nanos / kNanosPerSecond;
+  Int128 rem = nanos % kNanosPerSecond;
+  if (rem < 0) {
+    rem += kNanosPerSecond;
+    secs -= 1;
+  }
   Val r;
   r.kind = VK::kDuration;
-  r.i = nanos;
+  r.i = static_cast<int64_t>(secs);
+  r.n = static_cast<uint32_t>(rem);
   return r;
 }
 
-// Go's time.ParseDuration.
-bool ParseGoDuration(std::string_view s, int64_t* out) {
+// Go's time.ParseDuration, with protobuf's range (+-315,576,000,000.999999999 s).
+bool ParseGoDuration(std::string_view s, Int128* out) {
   if (s.empty()) return false;
   bool neg = false;
   if (s[0] == '-' || s[0] == '+') {
@@ -158,10 +172,10 @@ bool ParseGoDuration(std::string_view s, int64_t* out) {
     }
     exact += whole * mult + static_cast<Int128>(frac * static_cast<double>(mult));
     total += static_cast<double>(whole) * static_cast<double>(mult);
-    if (exact > INT64_MAX || total > 9.3e18) return false;
+    if (exact > kMaxDurationNanos || total > 1e30) return false;
     s.remove_prefix(u);
   }
-  *out = static_cast<int64_t>(neg ? -exact : exact);
+  *out = neg ? -exact : exact;
   return true;
 }
 
@@ -180,11 +194,11 @@ Val Timestamp(Ctx& ctx, const Val* a, uint32_t n) {
 Val Duration(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind == VK::kDuration) return a[0];
   if (a[0].kind != VK::kString) NO_OVERLOAD("duration");
-  int64_t nanos;
+  Int128 nanos;
   if (!ParseGoDuration(a[0].str(), &nanos)) {
     return ctx.Error("cannot parse duration '" + std::string(a[0].str()) + "'");
   }
-  return MakeDuration(nanos);
+  return MakeDuration(ctx, nanos);
 }
 
 // Resolves the optional time zone argument: "UTC", an IANA name, or a fixed offset [+-]HH:MM.
@@ -216,12 +230,12 @@ Val Get(Ctx& ctx, const Val* a, uint32_t n) {
                                            "getSeconds", "getMilliseconds"};
   const char* name = kNames[static_cast<int>(kPart)];
   if (a[0].kind == VK::kDuration && n == 1) {
-    const int64_t d = a[0].i;
+    const Int128 d = TotalNanos(a[0]);
     switch (kPart) {
-      case Part::kHours: return Val::Int(d / 3'600'000'000'000);
-      case Part::kMinutes: return Val::Int(d / 60'000'000'000);
-      case Part::kSeconds: return Val::Int(d / 1'000'000'000);
-      case Part::kMillis: return Val::Int(d / 1'000'000);
+      case Part::kHours: return Val::Int(static_cast<int64_t>(d / (3600 * kNanosPerSecond)));
+      case Part::kMinutes: return Val::Int(static_cast<int64_t>(d / (60 * kNanosPerSecond)));
+      case Part::kSeconds: return Val::Int(static_cast<int64_t>(d / kNanosPerSecond));
+      case Part::kMillis: return Val::Int(static_cast<int64_t>(d / 1'000'000));
       default: NO_OVERLOAD(name);
     }
   }
@@ -269,15 +283,17 @@ std::string FormatTimestamp(int64_t seconds, uint32_t nanos) {
   return out + "Z";
 }
 
-std::string FormatDuration(int64_t nanos) {
-  // cel-go: strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
-  const int64_t whole = nanos / 1'000'000'000;
-  int64_t frac = nanos % 1'000'000'000;
-  std::string out = (nanos < 0 && whole == 0) ? "-0" : std::to_string(whole);
+std::string FormatDuration(int64_t seconds, uint32_t nanos) {
+  // cel-go: strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s", digits exact here.
+  Int128 total = static_cast<Int128>(seconds) * kNanosPerSecond + nanos;
+  const bool neg = total < 0;
+  if (neg) total = -total;
+  const auto whole = static_cast<uint64_t>(total / kNanosPerSecond);
+  const auto frac = static_cast<uint64_t>(total % kNanosPerSecond);
+  std::string out = (neg ? "-" : "") + std::to_string(whole);
   if (frac != 0) {
-    if (frac < 0) frac = -frac;
     char buf[16];
-    std::snprintf(buf, sizeof(buf), "%09lld", static_cast<long long>(frac));
+    std::snprintf(buf, sizeof(buf), "%09llu", static_cast<unsigned long long>(frac));
     std::string f = buf;
     while (f.back() == '0') f.pop_back();
     out += "." + f;
@@ -285,29 +301,36 @@ std::string FormatDuration(int64_t nanos) {
   return out + "s";
 }
 
+int64_t DurationNanosSaturated(const Val& v, bool* overflow) {
+  const Int128 t = TotalNanos(v);
+  *overflow = t > INT64_MAX || t < INT64_MIN;
+  return *overflow ? 0 : static_cast<int64_t>(t);
+}
+
 Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
   if (x.kind == VK::kTimestamp && y.kind == VK::kDuration) {
-    const int64_t secs = y.i / 1'000'000'000;
-    const int64_t ns = y.i % 1'000'000'000;
-    return subtract ? MakeTimestamp(ctx, x.i - secs, static_cast<int64_t>(x.n) - ns)
-                    : MakeTimestamp(ctx, x.i + secs, static_cast<int64_t>(x.n) + ns);
+    const Int128 t = TotalNanos(x) + (subtract ? -TotalNanos(y) : TotalNanos(y));
+    Int128 secs = t / kNanosPerSecond;
+    Int128 rem = t % kNanosPerSecond;
+    if (rem < 0) {
+      rem += kNanosPerSecond;
+      secs -= 1;
+    }
+    if (secs < kMinSeconds || secs > kMaxSeconds) return ctx.Error("timestamp out of range");
+    return MakeTimestamp(ctx, static_cast<int64_t>(secs), static_cast<int64_t>(rem));
   }
   if (!subtract && x.kind == VK::kDuration && y.kind == VK::kTimestamp) return TimeAdd(ctx, y, x, false);
   if (x.kind == VK::kDuration && y.kind == VK::kDuration) {
-    int64_t r;
-    if (subtract ? __builtin_sub_overflow(x.i, y.i, &r) : __builtin_add_overflow(x.i, y.i, &r)) {
-      return ctx.Error("integer overflow");
-    }
-    return MakeDuration(r);
+    return MakeDuration(ctx, TotalNanos(x) + (subtract ? -TotalNanos(y) : TotalNanos(y)));
   }
   if (subtract && x.kind == VK::kTimestamp && y.kind == VK::kTimestamp) {
-    const Int128 d = (static_cast<Int128>(x.i) - y.i) * 1'000'000'000 + (static_cast<int64_t>(x.n) - y.n);
-    if (d > INT64_MAX || d < INT64_MIN) return ctx.Error("integer overflow");
-    return MakeDuration(static_cast<int64_t>(d));
+    return MakeDuration(ctx, TotalNanos(x) - TotalNanos(y));
   }
   Val args[2] = {x, y};
   return ctx.NoOverload(subtract ? "_-_" : "_+_", args, 2);
 }
+
+Val NegateDuration(Ctx& ctx, const Val& d) { return MakeDuration(ctx, -TotalNanos(d)); }
 
 std::vector<FunctionDef> TimeFunctions() {
   return {

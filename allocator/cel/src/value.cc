@@ -120,10 +120,11 @@ Value Value::Timestamp(int64_t unix_seconds, int32_t nanos) {
   v.nanos_ = nanos;
   return v;
 }
-Value Value::Duration(int64_t nanos) {
+Value Value::Duration(int64_t seconds, int32_t nanos) {
   Value v;
   v.kind_ = Kind::kDuration;
-  v.scalar_.i = nanos;
+  v.scalar_.i = seconds;
+  v.nanos_ = nanos;
   return v;
 }
 Value Value::FromQuantity(std::shared_ptr<const Quantity> quantity) {
@@ -254,7 +255,8 @@ std::string Value::DebugString() const {
       return semver() ? "semver(\"" + internal::SemverString(*semver()) + "\")" : "semver(?)";
     case Kind::kTimestamp:
       return "timestamp(\"" + internal::FormatTimestamp(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
-    case Kind::kDuration: return "duration(\"" + internal::FormatDuration(scalar_.i) + "\")";
+    case Kind::kDuration:
+      return "duration(\"" + internal::FormatDuration(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
   }
   return "?";
 }
@@ -313,7 +315,7 @@ bool Value::Equivalent(const Value& a, const Value& b) {
     case Kind::kSemver:
       return a.semver() && b.semver() && internal::SemverEqual(*a.semver(), *b.semver());
     case Kind::kTimestamp: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
-    case Kind::kDuration: return a.scalar_.i == b.scalar_.i;
+    case Kind::kDuration: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
     default: return false;
   }
 }

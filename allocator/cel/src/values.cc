@@ -219,7 +219,7 @@ bool EqualBool(const Val& a, const Val& b) {
     case VK::kSemver: return SemverEqual(*a.v, *b.v);
     case VK::kDevice: return a.dev == b.dev;
     case VK::kTimestamp: return a.i == b.i && a.n == b.n;
-    case VK::kDuration: return a.i == b.i;
+    case VK::kDuration: return a.i == b.i && a.n == b.n;
     default: return false;
   }
 }
@@ -243,7 +243,9 @@ std::optional<int> Compare(const Val& a, const Val& b) {
     case VK::kTimestamp:
       if (a.i != b.i) return a.i < b.i ? -1 : 1;
       return a.n < b.n ? -1 : (a.n > b.n ? 1 : 0);
-    case VK::kDuration: return a.i < b.i ? -1 : (a.i > b.i ? 1 : 0);
+    case VK::kDuration:
+      if (a.i != b.i) return a.i < b.i ? -1 : 1;
+      return a.n < b.n ? -1 : (a.n > b.n ? 1 : 0);
     default: return std::nullopt;
   }
 }
@@ -555,7 +557,8 @@ Val FromValue(const Value& value, Arena& arena) {
     case Value::Kind::kDuration: {
       Val r;
       r.kind = VK::kDuration;
-      r.i = value.duration_nanos();
+      r.i = value.duration_seconds();
+      r.n = static_cast<uint32_t>(value.duration_nanos());
       return r;
     }
   }
@@ -598,7 +601,7 @@ Value ToValue(const Val& v) {
     case VK::kQuantity: return Value::FromQuantity(CopyQuantity(*v.q));
     case VK::kSemver: return Value::FromSemver(CopySemver(*v.v));
     case VK::kTimestamp: return Value::Timestamp(v.i, v.n);
-    case VK::kDuration: return Value::Duration(v.i);
+    case VK::kDuration: return Value::Duration(v.i, static_cast<int32_t>(v.n));
     case VK::kDevice: {
       Arena scratch;
       Ctx ctx(scratch);

@@ -72,9 +72,9 @@ class Value {
   static Value Error(std::string message);
   static Value FromQuantity(std::shared_ptr<const Quantity> quantity);
   static Value FromSemver(std::shared_ptr<const Semver> semver);
-  // `nanos` in [0, 1e9).
+  // `nanos` in [0, 1e9) for both: a duration of -1.5s is Duration(-2, 500000000).
   static Value Timestamp(int64_t unix_seconds, int32_t nanos = 0);
-  static Value Duration(int64_t nanos);
+  static Value Duration(int64_t seconds, int32_t nanos = 0);
 
   Kind kind() const { return kind_; }
   bool is_error() const { return kind_ == Kind::kError; }
@@ -96,7 +96,8 @@ class Value {
   const Value* optional_value() const;
   int64_t timestamp_seconds() const { return kind_ == Kind::kTimestamp ? scalar_.i : 0; }
   int32_t timestamp_nanos() const { return kind_ == Kind::kTimestamp ? nanos_ : 0; }
-  int64_t duration_nanos() const { return kind_ == Kind::kDuration ? scalar_.i : 0; }
+  int64_t duration_seconds() const { return kind_ == Kind::kDuration ? scalar_.i : 0; }
+  int32_t duration_nanos() const { return kind_ == Kind::kDuration ? nanos_ : 0; }
   const Quantity* quantity() const;
   const Semver* semver() const;
 

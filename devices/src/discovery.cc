@@ -299,6 +299,18 @@ class HwlocSysfsDiscoverer final : public Discoverer {
           it = present.contains(it->first) ? std::next(it) : devices.erase(it);
         }
         for (const std::string& address : present) {
+          // Only display and network controllers are read in full (a node has hundreds of PCI
+          // functions: bridges, storage, ...).
+          auto known = devices.find(address);
+          std::uint16_t class_id = known != devices.end() ? known->second.pci.class_id : 0;
+          if (known == devices.end()) {
+            auto code = ReadInt(*sysfs_, Dir(address) + "/class");
+            class_id = code.ok() ? static_cast<std::uint16_t>(*code >> 8) : 0;
+          }
+          if ((class_id >> 8) != 0x02 && (class_id >> 8) != 0x03) {
+            if (known != devices.end()) devices.erase(known);
+            continue;
+          }
           Raw& raw = devices[address];
           if (raw.pci.address.empty()) raw.pci.address = address;
           raw.in_sysfs = true;

@@ -169,6 +169,9 @@ func (g *generator) boolExpr(depth int) string {
 
 func (g *generator) boolAtom(depth int) string {
 	cmp := g.oneOf("==", "!=", "<", "<=", ">", ">=")
+	if g.chance(0.3) {
+		return g.extraAtom(depth, cmp)
+	}
 	switch g.pick(22) {
 	case 0:
 		return fmt.Sprintf("device.driver == %s", g.oneOf(`"gpu.example.com"`, `"nic.example.com"`, `"x"`))
@@ -330,4 +333,65 @@ func randomSelectors(n int, seed int64, devices []*corpusDevice) []corpusSelecto
 		out = append(out, corpusSelector{Expr: g.boolExpr(1 + g.pick(3)), Source: fmt.Sprintf("random:%d:%d", seed, i)})
 	}
 	return out
+}
+
+var doubleLits = []string{"0.0", "1.5", "-2.5", "80.0", "1e10", "1e300", "0.1", "3.0"}
+var uintLits = []string{"0u", "1u", "80u", "18446744073709551615u"}
+
+// extraAtom covers the rest of the standard library users reach for: doubles and uints and
+// cross-type numeric comparison, list and map literals, indexing, two-variable comprehensions,
+// optional chains, list/set extension functions, type(), string formatting, and errors inside
+// ternaries and logical operators.
+func (g *generator) extraAtom(depth int, cmp string) string {
+	d := g.oneOf(append(g.domains, "unknown.example.com")...)
+	switch g.pick(24) {
+	case 0:
+		return fmt.Sprintf("double(%s) %s %s", g.intExpr(depth), cmp, g.oneOf(doubleLits...))
+	case 1:
+		return fmt.Sprintf("%s %s %s", g.ref("int"), cmp, g.oneOf(append(doubleLits, uintLits...)...))
+	case 2:
+		return fmt.Sprintf("%s.asApproximateFloat() %s %s", g.quantityExpr(depth), cmp, g.oneOf(doubleLits...))
+	case 3:
+		return fmt.Sprintf("(%s %s %s) %s %s", g.oneOf(doubleLits...), g.oneOf("+", "-", "*", "/"), g.oneOf(doubleLits...), cmp, g.oneOf(doubleLits...))
+	case 4:
+		return fmt.Sprintf("uint(%s) %s %s %s %s", g.intExpr(depth), g.oneOf("+", "-", "*", "/", "%"), g.oneOf(uintLits...), cmp, g.oneOf(uintLits...))
+	case 5:
+		return fmt.Sprintf("%s in [%s, %s, %s]", g.ref(g.oneOf("string", "int")), g.oneOf(stringLits...), g.oneOf(stringLits...), g.oneOf(stringLits...))
+	case 6:
+		return fmt.Sprintf("%s in [%s, %s]", g.ref("int"), g.oneOf(intLits...), g.oneOf(intLits...))
+	case 7:
+		return fmt.Sprintf("[%s, %s].%s(x, x %s %s)", g.intExpr(depth), g.intExpr(depth), g.oneOf("exists", "all", "exists_one"), cmp, g.oneOf(intLits...))
+	case 8:
+		return fmt.Sprintf("%s[%s] %s %s", g.ref("ints"), g.oneOf("0", "1", "2", "-1", "10"), cmp, g.oneOf(intLits...))
+	case 9:
+		return fmt.Sprintf("{%s: %s, %s: %s}[%s] %s %s", g.oneOf(`"a"`, `"b"`), g.intExpr(depth), g.oneOf(`"c"`, `"d"`), g.oneOf(intLits...), g.oneOf(`"a"`, `"c"`, `"z"`), cmp, g.oneOf(intLits...))
+	case 10:
+		return fmt.Sprintf("device.attributes[%q].%s(k, v, %s)", d, g.oneOf("all", "exists", "existsOne"), g.oneOf(`k.size() > 3 && v != ""`, `v == 80`, `type(v) == string`, `k == "model" || v == true`, `v != null`))
+	case 11:
+		return fmt.Sprintf("device.attributes[?%q].?%s.orValue(%s) %s %s", d, g.oneOf("model", "memory", "missing", "virtual", "tags"), g.oneOf(`""`, "0", "false", "[]"), g.oneOf("==", "!="), g.oneOf(`"a100"`, "80", "true", "[]"))
+	case 12:
+		return fmt.Sprintf("optional.of(%s).or(optional.none()).value() %s %s", g.intExpr(depth), cmp, g.oneOf(intLits...))
+	case 13:
+		return fmt.Sprintf("%s.%s() %s %s", g.ref("ints"), g.oneOf("sum", "max", "min", "size"), cmp, g.oneOf(intLits...))
+	case 14:
+		return fmt.Sprintf("%s.%s == %s", g.ref(g.oneOf("ints", "strings")), g.oneOf("sort()", "distinct()", "reverse()", "slice(0, 1)", "flatten()"), g.oneOf("[1, 2, 3]", `["bird", "fish"]`, "[]", "[4]"))
+	case 15:
+		return fmt.Sprintf("sets.%s(%s, %s)", g.oneOf("contains", "intersects", "equivalent"), g.ref(g.oneOf("ints", "strings")), g.oneOf("[1]", `["fish"]`, "[]", "[1, 2, 3]"))
+	case 16:
+		return fmt.Sprintf("type(%s) == %s", g.ref(g.oneOf("int", "string", "bool", "version", "ints")), g.oneOf("int", "string", "bool", "list", "double", "type(semver(\"1.0.0\"))"))
+	case 17:
+		return fmt.Sprintf("%q.format([%s]) == %s", g.oneOf("%s", "%d", "%s-%s", "%.2f", "%x"), g.oneOf(g.stringExpr(depth), g.intExpr(depth), g.oneOf(doubleLits...)), g.oneOf(stringLits...))
+	case 18:
+		return fmt.Sprintf("%s.join(%s) %s %s", g.ref("strings"), g.oneOf(`","`, `""`), g.oneOf("==", "!="), g.oneOf(`"fish,bird"`, `"horse"`, `""`))
+	case 19:
+		return fmt.Sprintf("(%s ? %s : %s)", g.boolAtom(0), g.oneOf("1 / 0 == 0", "[][0] == 1", `{"a": 1}["b"] == 1`), g.boolAtom(0))
+	case 20:
+		return fmt.Sprintf("(%s %s %s)", g.oneOf("1 / 0 == 0", "int(\"x\" + device.driver) == 1", g.ref("bool")), g.oneOf("&&", "||"), g.boolAtom(0))
+	case 21:
+		return fmt.Sprintf("dyn(%s) %s dyn(%s)", g.ref(g.oneOf("int", "string", "version", "bool")), g.oneOf("==", "!="), g.oneOf(append(intLits, append(stringLits, doubleLits...)...)...))
+	case 22:
+		return fmt.Sprintf("%s.lastIndexOf(%s) %s %s", g.stringExpr(depth), g.oneOf(stringLits...), cmp, g.oneOf("-1", "0", "2"))
+	default:
+		return fmt.Sprintf("device.attributes.transformMap(k, v, size(v))[%q] %s %s", d, cmp, g.oneOf("0", "3", "10"))
+	}
 }

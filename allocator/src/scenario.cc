@@ -1,0 +1,271 @@
+#include "devlet/allocator/scenario.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "devlet/common/flags.h"
+#include "devlet/common/status.h"
+#include "devlet/kube/validation.h"
+
+namespace devlet::allocator {
+
+// ---- Scenario ----------------------------------------------------------------------------
+
+absl::StatusOr<Scenario> Scenario::FromObjects(std::vector<kube::Object> objects,
+                                               const Features& features, bool validate) {
+  std::vector<kube::DeviceClass> classes;
+  std::vector<kube::ResourceSlice> slices;
+  std::vector<kube::DeviceTaintRule> rules;
+  Scenario scenario;
+  std::set<std::string> class_names, slice_names, claim_names, node_names;
+  for (kube::Object& object : objects) {
+    if (validate) DEVLET_RETURN_IF_ERROR(kube::Validate(object));
+    const std::string what = kube::Describe(object);
+    if (auto* c = std::get_if<kube::DeviceClass>(&object)) {
+      if (!class_names.insert(c->metadata.name).second) {
+        return InvalidArgument(what + ": metadata.name: duplicate DeviceClass");
+      }
+      classes.push_back(std::move(*c));
+    } else if (auto* s = std::get_if<kube::ResourceSlice>(&object)) {
+      if (!slice_names.insert(s->metadata.name).second) {
+        return InvalidArgument(what + ": metadata.name: duplicate ResourceSlice");
+      }
+      slices.push_back(std::move(*s));
+    } else if (auto* r = std::get_if<kube::DeviceTaintRule>(&object)) {
+      rules.push_back(std::move(*r));
+    } else if (auto* claim = std::get_if<kube::ResourceClaim>(&object)) {
+      if (!claim_names.insert(claim->metadata.namespace_ + "/" + claim->metadata.name).second) {
+        return InvalidArgument(what + ": metadata.name: duplicate ResourceClaim");
+      }
+      if (claim->status.allocation) {
+        DEVLET_RETURN_IF_ERROR(WithContext(scenario.state_.Add(*claim->status.allocation), what));
+      } else {
+        scenario.pending_.push_back(std::move(*claim));
+      }
+    } else if (auto* node = std::get_if<kube::Node>(&object)) {
+      if (!node_names.insert(node->metadata.name).second) {
+        return InvalidArgument(what + ": metadata.name: duplicate Node");
+      }
+      scenario.nodes_.push_back(std::move(*node));
+    } else {
+      return InvalidArgument(what + ": kind: not supported by devlet-alloc (give DeviceClass, "
+                                    "ResourceSlice, ResourceClaim, Node or DeviceTaintRule)");
+    }
+  }
+  if (!features.device_taint_rules && !rules.empty()) rules.clear();
+  DEVLET_ASSIGN_OR_RETURN(scenario.snapshot_, Snapshot::Build(features, std::move(classes),
+                                                              std::move(slices), std::move(rules)));
+  return scenario;
+}
+
+NodeOutcome Scenario::AllocateOn(std::string_view node_name, const AllocateOptions& options) const {
+  NodeOutcome result;
+  result.node = std::string(node_name);
+  kube::Node node;
+  node.metadata.name = std::string(node_name);
+  for (const kube::Node& n : nodes_) {
+    if (n.metadata.name == node_name) node = n;
+  }
+  std::vector<const kube::ResourceClaim*> claims;
+  for (const kube::ResourceClaim& c : pending_) claims.push_back(&c);
+  AllocateOptions opts = options;
+  if (opts.explain == nullptr) opts.explain = &result.explanation;
+  result.outcome = Allocate(*snapshot_, node, claims, state_, opts);
+  result.claims = pending_;
+  if (result.outcome.kind == AllocateOutcome::Kind::kAllocated) {
+    for (size_t i = 0; i < result.claims.size(); ++i) {
+      result.claims[i].status.allocation = result.outcome.results[i];
+    }
+  }
+  if (opts.explain != &result.explanation) result.explanation = *opts.explain;
+  return result;
+}
+
+std::vector<std::string> Scenario::CandidateNodes() const {
+  std::set<std::string> names;
+  for (const kube::Node& n : nodes_) names.insert(n.metadata.name);
+  for (const std::string& n : snapshot_->NodeNames()) names.insert(n);
+  return {names.begin(), names.end()};
+}
+
+std::string NodeOutcome::Summary() const {
+  switch (outcome.kind) {
+    case AllocateOutcome::Kind::kAllocated:
+      return "";
+    case AllocateOutcome::Kind::kError:
+      return Message(outcome.status);
+    case AllocateOutcome::Kind::kUnschedulable:
+      break;
+  }
+  std::string why = outcome.reason;
+  std::vector<std::string> details;
+  if (explanation.pools.empty()) details.push_back("no ResourceSlices for this node");
+  for (const auto& p : explanation.pools) {
+    if (p.status.rfind("complete", 0) != 0) details.push_back("pool " + p.id + " " + p.status);
+  }
+  // Per request: how many devices were rejected, by verdict.
+  std::map<std::string, std::map<std::string, int>> by_request;
+  for (const auto& c : explanation.candidates) {
+    if (c.verdict.rfind("selected", 0) == 0) continue;
+    std::string verdict = c.verdict;
+    if (verdict.find("selector") != std::string::npos) verdict = "selectors do not match";
+    by_request[c.request][verdict]++;
+  }
+  for (const auto& [request, verdicts] : by_request) {
+    std::string line = "request " + request + ":";
+    bool first = true;
+    for (const auto& [verdict, count] : verdicts) {
+      line += (first ? " " : ", ") + std::to_string(count) + " " + verdict;
+      first = false;
+    }
+    details.push_back(line);
+  }
+  for (const std::string& d : details) why += "; " + d;
+  return why;
+}
+
+// ---- devlet-alloc ------------------------------------------------------------------------
+
+namespace {
+
+absl::StatusOr<std::string> ReadInput(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Internal(path + ": read error");
+  return buffer.str();
+}
+
+std::string Pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+void PrintExplanation(const NodeOutcome& out, std::ostream& err) {
+  const Explanation& e = out.explanation;
+  err << "node " << out.node << ": " << e.pools.size() << " pool(s), " << e.steps
+      << " search step(s)\n";
+  for (const auto& p : e.pools) {
+    err << "  pool " << p.id << ": " << p.status << ", " << p.devices << " device(s)\n";
+  }
+  std::vector<std::string> order;  // requests in the order the search reached them
+  for (const auto& c : e.candidates) {
+    if (std::find(order.begin(), order.end(), c.request) == order.end()) order.push_back(c.request);
+  }
+  for (const std::string& request : order) {
+    err << "  request " << request << ":\n";
+    for (const auto& c : e.candidates) {
+      if (c.request == request) err << "    " << c.device << ": " << c.verdict << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+int RunDevletAlloc(int argc, char** argv) {
+  CLI::App app{
+      "devlet-alloc: allocate DRA ResourceClaims on a node, as the Kubernetes scheduler would.\n"
+      "Input: DeviceClass, ResourceSlice, ResourceClaim, Node, DeviceTaintRule (YAML or JSON).\n"
+      "Claims with status.allocation are already allocated; the others are one pod's claims.\n"
+      "Exit: 0 allocated, 1 cannot be allocated on that node, 2 error."};
+  std::vector<std::string> files;
+  std::string node_name, gates;
+  bool all_nodes = false, explain = false;
+  app.add_option("-f,--filename", files, "Input file (repeatable; - for stdin)")->required();
+  app.add_option("--node", node_name, "Node to allocate on");
+  app.add_option("--feature-gates", gates, "Feature gates, e.g. DRAConsumableCapacity=false");
+  app.add_flag("--all-nodes", all_nodes, "Try every node; print which fit and why others do not");
+  app.add_flag("--explain", explain, "Explain, on stderr, what the search considered");
+  try {
+    flags::Parse(app, argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  auto fail = [](const std::string& message) {
+    std::cerr << "devlet-alloc: " << message << "\n";
+    return 2;
+  };
+  if (all_nodes == !node_name.empty()) return fail("give exactly one of --node NAME and --all-nodes");
+  auto features = ParseFeatureGates(gates);
+  if (!features.ok()) return fail(Message(features.status()));
+  std::vector<kube::Object> objects;
+  for (const std::string& file : files) {
+    auto text = ReadInput(file);
+    if (!text.ok()) return fail(Message(text.status()));
+    kube::DecodeOptions options;
+    options.source = file == "-" ? "stdin" : file;
+    auto decoded = kube::Decode(*text, options);
+    if (!decoded.ok()) return fail(Message(decoded.status()));
+    for (auto& o : *decoded) objects.push_back(std::move(o));
+  }
+  auto scenario = Scenario::FromObjects(std::move(objects), *features);
+  if (!scenario.ok()) return fail(Message(scenario.status()));
+  if (scenario->pending().empty()) return fail("no ResourceClaim without status.allocation in the input");
+
+  if (!all_nodes) {
+    NodeOutcome out = scenario->AllocateOn(node_name);
+    if (explain) PrintExplanation(out, std::cerr);
+    switch (out.outcome.kind) {
+      case AllocateOutcome::Kind::kAllocated: {
+        std::vector<kube::Object> list(out.claims.begin(), out.claims.end());
+        std::cout << kube::EncodeJsonList(list, {.indent = 2}) << "\n";
+        return 0;
+      }
+      case AllocateOutcome::Kind::kUnschedulable:
+        std::cerr << "devlet-alloc: node " << node_name << ": " << out.Summary() << "\n";
+        return 1;
+      case AllocateOutcome::Kind::kError:
+        return fail(Message(out.outcome.status));
+    }
+  }
+  std::vector<std::string> nodes = scenario->CandidateNodes();
+  if (nodes.empty()) return fail("--all-nodes: no Node objects and no slice names a node");
+  std::vector<NodeOutcome> outcomes;
+  size_t width = 4;
+  for (const std::string& n : nodes) {
+    outcomes.push_back(scenario->AllocateOn(n));
+    width = std::max(width, n.size());
+    if (outcomes.back().outcome.kind == AllocateOutcome::Kind::kError) {
+      return fail(Message(outcomes.back().outcome.status));  // the pod fails everywhere
+    }
+  }
+  bool any = false;
+  std::cout << Pad("NODE", width) << "  FITS  DETAILS\n";
+  for (const NodeOutcome& out : outcomes) {
+    bool fits = out.outcome.kind == AllocateOutcome::Kind::kAllocated;
+    any = any || fits;
+    std::string details;
+    if (fits) {
+      for (const auto& r : out.outcome.results) {
+        for (const auto& d : r.devices.results) {
+          if (!details.empty()) details += ", ";
+          details += d.request + "=" + d.driver + "/" + d.pool + "/" + d.device;
+        }
+      }
+    } else {
+      details = out.Summary();
+    }
+    std::cout << Pad(out.node, width) << "  " << (fits ? "yes " : "no  ") << "  " << details
+              << "\n";
+    if (explain) PrintExplanation(out, std::cerr);
+  }
+  return any ? 0 : 1;
+}
+
+}  // namespace devlet::allocator

@@ -1,0 +1,83 @@
+# Runs devlet-alloc on the example cluster and checks exit codes and output (DESIGN.md §5).
+# Invoked by ctest: cmake -DALLOC=<binary> -DEXAMPLES=<examples dir> -P cli_test.cmake
+set(C ${EXAMPLES}/cluster.yaml)
+set(failures 0)
+
+# expect(<name> <exit code> <stdout regex> <stderr regex> [INPUT file] ARGS ...)
+function(expect name code out_re err_re)
+  cmake_parse_arguments(E "" "INPUT" "ARGS" ${ARGN})
+  if(E_INPUT)
+    execute_process(COMMAND ${ALLOC} ${E_ARGS} INPUT_FILE ${E_INPUT}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  else()
+    execute_process(COMMAND ${ALLOC} ${E_ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  endif()
+  set(ok TRUE)
+  if(NOT rc STREQUAL "${code}")
+    set(ok FALSE)
+    message(SEND_ERROR "${name}: exit ${rc}, want ${code}")
+  endif()
+  if(NOT out MATCHES "${out_re}")
+    set(ok FALSE)
+    message(SEND_ERROR "${name}: stdout does not match '${out_re}'")
+  endif()
+  if(NOT err MATCHES "${err_re}")
+    set(ok FALSE)
+    message(SEND_ERROR "${name}: stderr does not match '${err_re}'")
+  endif()
+  if(ok)
+    message(STATUS "ok   ${name}")
+  else()
+    message(STATUS "FAIL ${name}\n--- stdout\n${out}\n--- stderr\n${err}")
+  endif()
+endfunction()
+
+# Allocated: a JSON List of the claims with status.allocation.
+expect(one-gpu 0 "\"kind\": \"List\".*\"allocation\".*\"pool\": \"node-a\",[ \n]*\"device\": \"gpu-0\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-a)
+expect(class-config 0 "\"source\": \"FromClass\".*TimeSlicing" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-a)
+expect(taint-rule-skips-gpu-0 0 "\"device\": \"gpu-1\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-b)
+expect(allocated-claims-count 0 "\"device\": \"gpu-3\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-c)
+expect(numa 0 "\"device\": \"gpu-2\".*\"device\": \"gpu-3\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/two-gpus-same-numa.yaml --node node-b)
+expect(gpu-nic 0 "\"device\": \"gpu-2\".*\"device\": \"nic-1\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/gpu-and-nic.yaml --node node-b)
+expect(prioritized-h100 0 "\"request\": \"gpu/h100\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/h100-or-any.yaml --node node-b)
+expect(prioritized-fallback 0 "\"request\": \"gpu/any\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/h100-or-any.yaml --node node-a)
+# stdin
+expect(stdin 0 "\"allocation\"" "" INPUT ${EXAMPLES}/claims/one-gpu.yaml
+       ARGS -f ${C} -f - --node node-a)
+# Not on this node: exit 1, the reason on stderr.
+expect(unschedulable 1 "^$" "node node-a: cannot allocate all claims"
+       ARGS -f ${C} -f ${EXAMPLES}/claims/four-80gi-gpus.yaml --node node-a)
+expect(unknown-node 1 "^$" "no ResourceSlices for this node"
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-z)
+# Errors: exit 2, naming the object and field.
+expect(cel-runtime-error 2 "^$" "claim default/bad: selector #0 on device gpu.example.com/node-a/gpu-0: CEL runtime error.*no such key: modle"
+       ARGS -f ${C} -f ${EXAMPLES}/claims/bad-selector.yaml --node node-a)
+expect(bad-gate 2 "^$" "unrecognized feature gate: NoSuchGate"
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-a --feature-gates NoSuchGate=true)
+expect(disabled-feature 2 "^$" "has capacity requests, but the DRAConsumableCapacity feature is disabled"
+       INPUT ${CASES}/capacity-claim.yaml
+       ARGS -f ${C} -f - --node node-a --feature-gates DRAConsumableCapacity=false)
+expect(missing-file 2 "^$" "no-such-file.yaml: cannot open file"
+       ARGS -f ${EXAMPLES}/no-such-file.yaml --node node-a)
+expect(garbage 2 "^$" "garbage.yaml"
+       ARGS -f ${CASES}/garbage.yaml --node node-a)
+expect(invalid-object 2 "^$" "ResourceClaim.*\"invalid\" is invalid: spec.devices.requests\\[0\\].exactly.count"
+       ARGS -f ${C} -f ${CASES}/invalid-claim.yaml --node node-a)
+expect(no-node 2 "^$" "exactly one of --node"
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml)
+# --all-nodes: a table of nodes, exit 0 when any fits, 1 when none does.
+expect(all-nodes 0 "NODE +FITS +DETAILS.*node-a +yes +gpu=gpu.example.com/node-a/gpu-0.*node-c +yes" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --all-nodes)
+expect(all-nodes-none 1 "node-a +no +cannot allocate all claims.*request gpus: .*selectors do not match.*node-b +no .*taint.*node-c +no .*in use" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/four-80gi-gpus.yaml --all-nodes)
+# --explain: what the search considered, on stderr.
+expect(explain 0 "\"allocation\"" "pool gpu.example.com/node-b: complete.*request gpu:.*gpu.example.com/node-b/gpu-0: has a taint"
+       ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-b --explain)

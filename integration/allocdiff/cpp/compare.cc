@@ -1,0 +1,315 @@
+// allocdiff_compare: devlet's allocator against the upstream Go allocator (the `allocdiff` peer).
+//
+//   allocdiff_compare cases --peer PATH [--seed 1] [--count 300] [--keep DIR]
+//     The peer generates seeded problems and solves them; we solve the same objects and fail on
+//     any disagreement in outcome (allocated / unschedulable / error) or, when allocated, in the
+//     chosen devices, configs and node selectors (upstream's first-fit order defines them).
+//   allocdiff_compare bench --peer PATH [--nodes 500] [--pods 5000] [--seed 1]
+//     The peer writes the workload and runs its scheduling loop; we run the identical loop on the
+//     identical workload, check that every pod lands on the same node with the same devices, and
+//     print pods/s, Filter p50/p99 per node and the ratio ours/upstream.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "devlet/allocator/scenario.h"
+#include "devlet/cel/quantity.h"
+#include "devlet/common/status.h"
+#include "devlet/kube/codec.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using Json = nlohmann::json;
+using namespace devlet;  // NOLINT
+using namespace devlet::allocator;  // NOLINT
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int RunPeer(const std::string& command) {
+  int rc = std::system(command.c_str());
+  if (rc != 0) std::cerr << "allocdiff_compare: peer failed (" << rc << "): " << command << "\n";
+  return rc;
+}
+
+// Canonical JSON of one allocation for comparison: results sorted, shareIDs dropped,
+// quantities compared by value (Go writes canonical forms, we keep the written form).
+Json Canonical(Json allocation) {
+  Json& results = allocation["devices"]["results"];
+  if (results.is_array()) {
+    for (Json& r : results) {
+      r.erase("shareID");
+      if (r.contains("consumedCapacity")) {
+        for (auto& [k, v] : r["consumedCapacity"].items()) {
+          auto q = cel::Quantity::Parse(v.get<std::string>());
+          // Value-normalize: compare against the Go text by parsing both.
+          v = q.ok() ? Json(q->ToString()) : v;
+        }
+      }
+    }
+    std::sort(results.begin(), results.end(),
+              [](const Json& a, const Json& b) { return a.dump() < b.dump(); });
+  }
+  allocation.erase("allocationTimestamp");
+  return allocation;
+}
+
+struct Args {
+  std::string mode, peer, keep;
+  int64_t seed = 1;
+  int count = 300, nodes = 500, pods = 5000;
+};
+
+int Cases(const Args& args) {
+  std::string dir = args.keep.empty()
+                        ? (std::filesystem::temp_directory_path() /
+                           ("allocdiff-" + std::to_string(getpid()))).string()
+                        : args.keep;
+  std::filesystem::create_directories(dir);
+  if (RunPeer(args.peer + " cases -seed " + std::to_string(args.seed) + " -count " +
+              std::to_string(args.count) + " -dir " + dir) != 0) {
+    return 2;
+  }
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::map<std::string, int> kinds;
+  int mismatches = 0;
+  for (const std::string& file : files) {
+    Json c = Json::parse(ReadFile(file));
+    std::string upstream_kind = c["upstream"]["kind"];
+    kinds[upstream_kind]++;
+    auto objects = kube::DecodeJson(c["objects"].dump(), {.source = file});
+    std::string ours_kind;
+    std::string detail;
+    Json ours_results = Json::array();
+    if (!objects.ok()) {
+      ours_kind = "error";
+      detail = Message(objects.status());
+    } else {
+      auto scenario = Scenario::FromObjects(std::move(*objects), Features{}, /*validate=*/false);
+      if (!scenario.ok()) {
+        ours_kind = "error";
+        detail = Message(scenario.status());
+      } else {
+        AllocateOptions options;
+        NodeOutcome out = scenario->AllocateOn(c["node"].get<std::string>(), options);
+        switch (out.outcome.kind) {
+          case AllocateOutcome::Kind::kAllocated:
+            ours_kind = "allocated";
+            for (const auto& claim : out.claims) {
+              ours_results.push_back(Json::parse(kube::EncodeJson(claim))["status"]["allocation"]);
+            }
+            break;
+          case AllocateOutcome::Kind::kUnschedulable:
+            ours_kind = "unschedulable";
+            detail = out.outcome.reason;
+            break;
+          case AllocateOutcome::Kind::kError:
+            ours_kind = "error";
+            detail = Message(out.outcome.status);
+            break;
+        }
+      }
+    }
+    bool same = ours_kind == upstream_kind;
+    if (same && ours_kind == "allocated") {
+      const Json& theirs = c["upstream"]["results"];
+      same = theirs.size() == ours_results.size();
+      for (size_t i = 0; same && i < theirs.size(); ++i) {
+        same = Canonical(theirs[i]) == Canonical(ours_results[i]);
+      }
+      if (!same) {
+        detail = "upstream: " + theirs.dump() + "\nours:     " + ours_results.dump();
+      }
+    }
+    if (!same) {
+      ++mismatches;
+      std::cerr << "MISMATCH " << file << ": upstream " << upstream_kind << " ("
+                << c["upstream"].value("error", "") << "), ours " << ours_kind << "\n  "
+                << detail << "\n";
+    }
+  }
+  std::cout << "allocdiff: " << files.size() << " cases (seed " << args.seed << "): ";
+  for (const auto& [k, n] : kinds) std::cout << k << "=" << n << " ";
+  std::cout << "mismatches=" << mismatches << "\n";
+  if (args.keep.empty()) std::filesystem::remove_all(dir);
+  return mismatches == 0 ? 0 : 1;
+}
+
+int64_t Percentile(std::vector<int64_t>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+int Bench(const Args& args) {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("allocbench-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::string workload = dir + "/workload.json", stats_path = dir + "/stats.json";
+  std::cout << "upstream: running k8s.io/dynamic-resource-allocation v0.37.2 ("
+            << args.nodes << " nodes x 8 GPUs + 4 NICs, " << args.pods << " pods)...\n"
+            << std::flush;
+  if (RunPeer(args.peer + " bench -nodes " + std::to_string(args.nodes) + " -pods " +
+              std::to_string(args.pods) + " -seed " + std::to_string(args.seed) + " -workload " +
+              workload + " -stats " + stats_path) != 0) {
+    return 2;
+  }
+  Json w = Json::parse(ReadFile(workload));
+  Json theirs = Json::parse(ReadFile(stats_path));
+  auto cluster = kube::DecodeJson(w["cluster"].dump());
+  if (!cluster.ok()) {
+    std::cerr << Message(cluster.status()) << "\n";
+    return 2;
+  }
+  std::vector<kube::DeviceClass> classes;
+  std::vector<kube::ResourceSlice> slices;
+  std::vector<kube::Node> nodes;
+  for (auto& o : *cluster) {
+    if (auto* c = std::get_if<kube::DeviceClass>(&o)) classes.push_back(*c);
+    if (auto* s = std::get_if<kube::ResourceSlice>(&o)) slices.push_back(*s);
+    if (auto* n = std::get_if<kube::Node>(&o)) nodes.push_back(*n);
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const auto& a, const auto& b) { return a.metadata.name < b.metadata.name; });
+  std::vector<std::vector<kube::ResourceClaim>> pods;
+  for (const Json& p : w["pods"]) {
+    auto claims = kube::DecodeJson(p.dump());
+    if (!claims.ok()) {
+      std::cerr << Message(claims.status()) << "\n";
+      return 2;
+    }
+    pods.emplace_back();
+    for (auto& o : *claims) pods.back().push_back(std::get<kube::ResourceClaim>(o));
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  auto snapshot = Snapshot::Build(Features{}, classes, slices);
+  if (!snapshot.ok()) {
+    std::cerr << Message(snapshot.status()) << "\n";
+    return 2;
+  }
+  AllocatedState state;
+  std::vector<int64_t> latencies;
+  latencies.reserve(pods.size() * nodes.size());
+  std::vector<std::string> placements, devices;
+  int scheduled = 0;
+  for (const auto& claims : pods) {
+    std::vector<const kube::ResourceClaim*> ptrs;
+    for (const auto& c : claims) ptrs.push_back(&c);
+    std::string chosen;
+    std::vector<kube::AllocationResult> chosen_results;
+    for (const kube::Node& node : nodes) {
+      auto t0 = std::chrono::steady_clock::now();
+      AllocateOutcome out = Allocate(**snapshot, node, ptrs, state);
+      latencies.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+      if (out.kind == AllocateOutcome::Kind::kError) {
+        std::cerr << "error: " << Message(out.status) << "\n";
+        return 2;
+      }
+      if (out.kind == AllocateOutcome::Kind::kAllocated && chosen.empty()) {
+        chosen = node.metadata.name;
+        chosen_results = std::move(out.results);
+      }
+    }
+    std::string d;
+    if (!chosen.empty()) {
+      ++scheduled;
+      for (const auto& r : chosen_results) {
+        (void)state.Add(r);
+        for (const auto& x : r.devices.results) d += x.request + "=" + x.pool + "/" + x.device + " ";
+      }
+    }
+    placements.push_back(chosen);
+    devices.push_back(d);
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t p50 = Percentile(latencies, 0.5), p99 = Percentile(latencies, 0.99);
+  int disagreements = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (placements[i] != theirs["placements"][i].get<std::string>() ||
+        devices[i] != theirs["devices"][i].get<std::string>()) {
+      if (disagreements++ < 5) {
+        std::cerr << "pod " << i << ": upstream " << theirs["placements"][i] << " "
+                  << theirs["devices"][i] << ", ours " << placements[i] << " " << devices[i]
+                  << "\n";
+      }
+    }
+  }
+  double their_pps = theirs["podsPerSec"].get<double>();
+  double our_pps = static_cast<double>(pods.size()) / seconds;
+  char line[512];
+  std::cout << "scheduling loop: " << args.nodes << " nodes, " << pods.size()
+            << " pods, Filter on every node per pod, first fit, commit\n";
+  std::snprintf(line, sizeof line, "%-10s %10s %10s %12s %14s %14s\n", "side", "scheduled",
+                "seconds", "pods/s", "Filter p50", "Filter p99");
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %10d %10.2f %12.1f %11.2f us %11.2f us\n", "upstream",
+                theirs["scheduled"].get<int>(), theirs["seconds"].get<double>(), their_pps,
+                theirs["filterP50Ns"].get<double>() / 1000.0,
+                theirs["filterP99Ns"].get<double>() / 1000.0);
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %10d %10.2f %12.1f %11.2f us %11.2f us\n", "devlet",
+                scheduled, seconds, our_pps, static_cast<double>(p50) / 1000.0,
+                static_cast<double>(p99) / 1000.0);
+  std::cout << line;
+  std::snprintf(line, sizeof line, "ratio devlet/upstream: %.1fx throughput, %.1fx Filter p50\n",
+                our_pps / their_pps,
+                theirs["filterP50Ns"].get<double>() / static_cast<double>(std::max<int64_t>(p50, 1)));
+  std::cout << line;
+  std::cout << "placements: " << (disagreements == 0 ? "identical" : "DIFFER") << " ("
+            << disagreements << " of " << pods.size() << " pods differ)\n";
+  std::filesystem::remove_all(dir);
+  return disagreements == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (argc < 2) {
+    std::cerr << "usage: allocdiff_compare cases|bench --peer PATH [options]\n";
+    return 2;
+  }
+  args.mode = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--peer") args.peer = value;
+    else if (flag == "--seed") args.seed = std::stoll(value);
+    else if (flag == "--count") args.count = std::stoi(value);
+    else if (flag == "--nodes") args.nodes = std::stoi(value);
+    else if (flag == "--pods") args.pods = std::stoi(value);
+    else if (flag == "--keep") args.keep = value;
+    else {
+      std::cerr << "unknown flag " << flag << "\n";
+      return 2;
+    }
+  }
+  if (args.peer.empty()) {
+    std::cerr << "--peer is required\n";
+    return 2;
+  }
+  if (args.mode == "cases") return Cases(args);
+  if (args.mode == "bench") return Bench(args);
+  std::cerr << "unknown mode " << args.mode << "\n";
+  return 2;
+}

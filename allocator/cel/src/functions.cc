@@ -807,8 +807,6 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
           out += std::to_string(v.i);
         } else if (v.kind == VK::kUint) {
           out += std::to_string(v.u);
-        } else if (v.kind == VK::kDouble && (std::isnan(v.d) || std::isinf(v.d))) {
-          out += std::isnan(v.d) ? "NaN" : (v.d > 0 ? "Infinity" : "-Infinity");
         } else {
           return ctx.Error("error during formatting: decimal clause can only be used on integers, was given " +
                            std::string(TypeNameOf(v)));
@@ -819,10 +817,8 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
         double d;
         if (v.kind == VK::kDouble) {
           d = v.d;
-        } else if (v.kind == VK::kInt) {
-          d = static_cast<double>(v.i);
-        } else if (v.kind == VK::kUint) {
-          d = static_cast<double>(v.u);
+        } else if (v.kind == VK::kString && (v.str() == "NaN" || v.str() == "Infinity" || v.str() == "-Infinity")) {
+          d = v.str() == "NaN" ? NAN : (v.str() == "Infinity" ? INFINITY : -INFINITY);
         } else {
           return ctx.Error(std::string("error during formatting: ") +
                            (verb == 'f' ? "fixed-point" : "scientific") +

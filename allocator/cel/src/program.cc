@@ -1172,7 +1172,13 @@ class Planner {
   Planned PlanFunction(const Expr& e, const std::string& name, bool member, const Expr* target) {
     std::vector<Planned> args;
     if (member && target) args.push_back(Plan(*target));
+    // The list literal argument of format() is exempt from HomogeneousAggregateLiterals, and its
+    // element types are kept for the compile-time format check.
+    const bool format_call = name == "format" && member && e.args.size() == 1;
+    if (format_call) exempt_literal_ = e.args[0].get();
     for (const ExprPtr& a : e.args) args.push_back(Plan(*a));
+    if (format_call && target != nullptr) CheckFormat(e, *target, *e.args[0]);
+    exempt_literal_ = nullptr;
     const FunctionDef* def = FindFunction(name, member, options_.libraries);
     if (def == nullptr) {
       if (options_.type_check) {
@@ -1497,7 +1503,7 @@ class Planner {
                n == "substring" || n == "charAt" || n == "indexOf" ||
                n == "lastIndexOf" || n == "strings.quote" || n == "format") {
       call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
-      p->size_max = size(0);
+      p->size_max = n == "format" || n == "strings.quote" ? kMaxU : size(0);
     } else if (n == "size" || n == "hasValue" || n == "value") {
       call_max = 1;
       if (n == "value") p->size_max = size(0);
@@ -1537,23 +1543,100 @@ class Planner {
   // ---- Literals --------------------------------------------------------------------------
 
   // The type used for homogeneity checks: optional entries unwrap.
+  // cel-go's homogeneousAggregateLiteralValidator compares checked types exactly: dyn is a type
+  // like any other at the top level ([1, attr] mixes int and dyn). Our light checker does not
+  // unify type parameters, so a dyn parameter (e.g. of an empty nested literal) matches anything.
+  static bool SameLiteralType(const Type& a, const Type& b) {
+    if (a.kind() != b.kind()) return false;
+    auto param = [](const Type& x, const Type& y) { return x.is_dyn() || y.is_dyn() || SameLiteralType(x, y); };
+    switch (a.kind()) {
+      case Type::Kind::kList:
+      case Type::Kind::kOptional: return param(a.param0(), b.param0());
+      case Type::Kind::kMap: return param(a.param0(), b.param0()) && param(a.param1(), b.param1());
+      default: return true;
+    }
+  }
+
   void CheckHomogeneous(const std::vector<std::pair<Type, int32_t>>& types) {
     if (!options_.homogeneous_aggregate_literals) return;
     const Type* first = nullptr;
     for (const auto& [t, offset] : types) {
-      if (t.is_dyn()) continue;
       if (first == nullptr) {
         first = &t;
         continue;
       }
-      if (!(t == *first)) {
+      if (!SameLiteralType(t, *first)) {
         Error(offset, "expected type '" + first->DebugString() + "' but found '" + t.DebugString() + "'");
         return;
       }
     }
   }
 
+  // ext.Strings' format validator: "<literal>".format([<list literal>]) is checked when compiling.
+  void CheckFormat(const Expr& call, const Expr& target, const Expr& list) {
+    if (!options_.type_check || target.kind != Expr::Kind::kConst ||
+        target.constant.kind != Constant::Kind::kString || list.kind != Expr::Kind::kList) {
+      return;
+    }
+    const std::string& f = target.constant.s;
+    const std::vector<Type>& types = exempt_types_;
+    size_t next = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i] != '%') continue;
+      if (++i >= f.size()) return;  // runtime reports it
+      if (f[i] == '%') continue;
+      if (f[i] == '.') {
+        ++i;
+        while (i < f.size() && f[i] >= '0' && f[i] <= '9') ++i;
+        if (i >= f.size()) return;
+      }
+      const char verb = f[i];
+      if (next >= types.size()) {
+        Error(call.offset, "index " + std::to_string(next) + " out of range");
+        return;
+      }
+      const Type& t = types[next++];
+      if (t.is_dyn()) continue;
+      const Type::Kind k = t.kind();
+      const std::string given = t.DebugString();
+      const bool integer = k == Type::Kind::kInt || k == Type::Kind::kUint;
+      switch (verb) {
+        case 's': break;
+        case 'd':
+          if (!integer) Error(call.offset, "error during formatting: decimal clause can only be used on integers, was given " + given);
+          break;
+        case 'f':  // strings pass: "NaN", "Infinity" and "-Infinity" format at runtime
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString) Error(call.offset, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
+          break;
+        case 'e':
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString) Error(call.offset, "error during formatting: scientific clause can only be used on doubles, was given " + given);
+          break;
+        case 'x':
+        case 'X':
+          if (!integer && k != Type::Kind::kString && k != Type::Kind::kBytes) {
+            Error(call.offset, "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given " + given);
+          }
+          break;
+        case 'o':
+          if (!integer) Error(call.offset, "error during formatting: only integers can be formatted as octal, was given " + given);
+          break;
+        case 'b':
+          if (!integer && k != Type::Kind::kBool) Error(call.offset, "error during formatting: only integers and bools can be formatted as binary, was given " + given);
+          break;
+        default:
+          Error(call.offset, std::string("could not parse formatting clause: unrecognized formatting clause \"") + verb + "\"");
+          return;
+      }
+    }
+    if (next < types.size()) {
+      Error(call.offset, "too many arguments supplied to string.format (expected " + std::to_string(next) +
+                             ", got " + std::to_string(types.size()) + ")");
+    }
+  }
+
   Planned PlanList(const Expr& e) {
+    const bool exempt = &e == exempt_literal_;
+    exempt_literal_ = nullptr;  // nested literals are checked
     std::vector<NodePtr> nodes;
     std::vector<std::pair<Type, int32_t>> types;
     Planned p;
@@ -1571,7 +1654,12 @@ class Planner {
       all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i];
       nodes.push_back(std::move(a.node));
     }
-    CheckHomogeneous(types);
+    if (exempt) {
+      exempt_types_.clear();
+      for (const auto& [t, o] : types) exempt_types_.push_back(t);
+    } else {
+      CheckHomogeneous(types);
+    }
     Type elem = Type::Dyn();
     if (!types.empty()) {
       elem = types[0].first;
@@ -1597,6 +1685,7 @@ class Planner {
   }
 
   Planned PlanMap(const Expr& e) {
+    exempt_literal_ = nullptr;
     std::vector<NodePtr> nodes;
     std::vector<std::pair<Type, int32_t>> ktypes, vtypes;
     Planned p;
@@ -1718,6 +1807,8 @@ class Planner {
   ProgramImpl& program_;
   std::string errors_;
   std::vector<ScopeVar> scope_;
+  const Expr* exempt_literal_ = nullptr;  // the list literal argument of format()
+  std::vector<Type> exempt_types_;        // its element types
   uint32_t next_slot_ = 0;
   uint32_t max_slots_ = 0;
 };

@@ -745,15 +745,31 @@ absl::StatusOr<Quantity> Quantity::Parse(std::string_view str) {
   }
   seen_digit = !digits.empty();
   if (!seen_digit) return InvalidArgument(kErrNumeric);
-  if (static_cast<double>(digits.size()) * kLog2Of10High > kMaxBits) return TooLarge();
+  // Leading zeros carry no value (they only widen the text).
+  size_t first_nonzero = digits.find_first_not_of('0');
+  digits.erase(0, first_nonzero == std::string::npos ? digits.size() - 1 : first_nonzero);
 
   Decimal amount;
-  amount.unscaled = BigInt::FromDigits(digits);
   amount.scale = dec_scale;
-  if (suf.base == 10) {
-    amount.scale = WrapAdd32(amount.scale, WrapNeg32(suf.exponent));
+  if (suf.base == 10) amount.scale = WrapAdd32(amount.scale, WrapNeg32(suf.exponent));
+  if (static_cast<double>(digits.size()) * kLog2Of10High > kMaxBits) {
+    // A very long fraction: rounding up to 1n drops every digit past the ninth decimal place, so
+    // drop them here (remembering whether any was non-zero) instead of building a huge integer.
+    const int64_t drop = static_cast<int64_t>(amount.scale) - 9;
+    if (suf.base != 10 || drop <= 0 ||
+        static_cast<double>(static_cast<int64_t>(digits.size()) - drop) * kLog2Of10High >
+            kMaxBits) {
+      return TooLarge();
+    }
+    const size_t keep = digits.size() > static_cast<size_t>(drop) ? digits.size() - drop : 0;
+    const bool sticky = digits.find_first_not_of('0', keep) != std::string::npos;
+    digits.resize(keep);
+    amount.unscaled = BigInt::FromDigits(digits.empty() ? "0" : digits);
+    if (sticky) amount.unscaled.MulAddSmall(1, 1);
+    amount.scale = 9;
   } else {
-    amount.unscaled.ShiftLeft(suf.exponent);
+    amount.unscaled = BigInt::FromDigits(digits);
+    if (suf.base != 10) amount.unscaled.ShiftLeft(suf.exponent);
   }
   // Round non-zero values up to a multiple of 1n (inf.Dec.Round(amount, 9, RoundUp) on |amount|).
   if (!amount.unscaled.IsZero()) {

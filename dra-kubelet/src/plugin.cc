@@ -179,17 +179,18 @@ class HealthSubscriber {
 };
 
 // HealthBroadcaster sends the source's snapshot to every open stream when it changes and at least
-// every `interval`.
+// every `interval`. The change listener it gives the source holds only a shared wake-up flag, so a
+// source that calls it late (from its own thread, during shutdown) never touches a dead object.
 class HealthBroadcaster {
  public:
   HealthBroadcaster(HealthSource& source, std::chrono::milliseconds interval)
-      : source_(source), interval_(interval) {
-    source_.SetHealthListener([this] {
+      : source_(source), interval_(interval), wakeup_(std::make_shared<Wakeup>()) {
+    source_.SetHealthListener([wakeup = wakeup_] {
       {
-        std::lock_guard lock(mutex_);
-        changed_ = true;
+        std::lock_guard lock(wakeup->mutex);
+        wakeup->changed = true;
       }
-      cv_.notify_all();
+      wakeup->cv.notify_all();
     });
     thread_ = std::thread([this] { Run(); });
   }
@@ -220,21 +221,34 @@ class HealthBroadcaster {
       stopped_ = true;
       for (HealthSubscriber* subscriber : subscribers_) subscriber->Close();
     }
-    cv_.notify_all();
+    {
+      std::lock_guard lock(wakeup_->mutex);
+      wakeup_->stopped = true;
+    }
+    wakeup_->cv.notify_all();
     source_.SetHealthListener(nullptr);
     if (thread_.joinable()) thread_.join();
   }
 
  private:
+  struct Wakeup {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool changed = false;
+    bool stopped = false;
+  };
+
   void Run() {
-    std::unique_lock lock(mutex_);
-    while (!stopped_) {
-      cv_.wait_for(lock, interval_, [this] { return stopped_ || changed_; });
-      if (stopped_) return;
-      changed_ = false;
-      lock.unlock();
+    while (true) {
+      {
+        std::unique_lock lock(wakeup_->mutex);
+        wakeup_->cv.wait_for(lock, interval_,
+                             [this] { return wakeup_->stopped || wakeup_->changed; });
+        if (wakeup_->stopped) return;
+        wakeup_->changed = false;
+      }
       std::vector<DeviceHealth> snapshot = source_.HealthSnapshot();
-      lock.lock();
+      std::lock_guard lock(mutex_);
       if (stopped_) return;
       for (HealthSubscriber* subscriber : subscribers_) subscriber->Push(snapshot);
     }
@@ -242,10 +256,9 @@ class HealthBroadcaster {
 
   HealthSource& source_;
   const std::chrono::milliseconds interval_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  const std::shared_ptr<Wakeup> wakeup_;
+  std::mutex mutex_;  // Guards subscribers_ and stopped_.
   std::set<HealthSubscriber*> subscribers_;
-  bool changed_ = false;
   bool stopped_ = false;
   std::thread thread_;
 };

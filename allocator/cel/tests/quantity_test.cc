@@ -90,6 +90,12 @@ TEST(QuantityTest, RefusesAstronomicalValuesInsteadOfHanging) {
   EXPECT_EQ(huge.ToString(), "10e999999");
   EXPECT_EQ(huge.AsApproximateFloat(), std::numeric_limits<double>::infinity());
   EXPECT_THAT(huge.Add(Q("1m")), StatusIs(absl::StatusCode::kOutOfRange));
+  // A 30,000-digit fraction is rounded up to 1n like upstream, without building the number.
+  const std::string zeros(30000, '0');
+  EXPECT_EQ(Q("0." + zeros + "1").ToString(), "1n");
+  EXPECT_EQ(Q("1." + zeros).ToString(), "1");
+  EXPECT_EQ(Q("1.000000001" + zeros + "1").ToString(), "1000000002n");
+  EXPECT_EQ(Q("-0." + zeros + "1").ToString(), "-1n");
   // 19 digits leave the int64 form; the exact value would have a million digits.
   EXPECT_THAT(Quantity::Parse("1234567890123456789e1000000"),
               StatusIs(absl::StatusCode::kOutOfRange));

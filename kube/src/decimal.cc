@@ -141,6 +141,10 @@ std::optional<Dec> ParseDec(std::string_view text) {
   std::string_view suffix = text.substr(i);
   int binary_power = 0;
   if (suffix.empty()) {
+  } else if (suffix == "n") {
+    d.exponent -= 9;
+  } else if (suffix == "u") {
+    d.exponent -= 6;
   } else if (suffix == "m") {
     d.exponent -= 3;
   } else if (suffix == "k") {

@@ -39,6 +39,9 @@ std::string Key(const std::string& path, std::string_view key) {
 
 struct Ctx {
   bool strict = false;
+  // YAML input: a bool or number where a string is expected is taken as a string, as
+  // sigs.k8s.io/yaml does for string-typed targets (`value: 1` -> "1").
+  bool yaml = false;
 };
 
 absl::Status FieldError(const std::string& path, std::string_view message) {
@@ -51,16 +54,29 @@ absl::Status TypeError(const std::string& path, std::string_view expected, const
 
 // ---- Scalars ------------------------------------------------------------------------------
 
-absl::Status Read(const Json& j, const std::string& path, Ctx&, std::string* out) {
+absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::string* out) {
   if (j.is_null()) {
     out->clear();
     return absl::OkStatus();
   }
-  if (!j.is_string()) {
-    return TypeError(path, "a string", j);
+  if (j.is_string()) {
+    *out = j.get_ref<const std::string&>();
+    return absl::OkStatus();
   }
-  *out = j.get_ref<const std::string&>();
-  return absl::OkStatus();
+  if (ctx.yaml && (j.is_boolean() || j.is_number_integer())) {
+    *out = j.dump();
+    return absl::OkStatus();
+  }
+  if (ctx.yaml && j.is_number_float()) {
+    const double value = j.get<double>();
+    if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e21) {
+      *out = std::to_string(static_cast<long long>(value));  // Go: FormatFloat(1.0) == "1"
+    } else {
+      *out = j.dump();
+    }
+    return absl::OkStatus();
+  }
+  return TypeError(path, "a string", j);
 }
 
 absl::Status Read(const Json& j, const std::string& path, Ctx&, int64_t* out) {
@@ -1002,9 +1018,10 @@ bool IsResourceVersion(std::string_view api_version, std::string_view* version) 
 
 class Dispatcher {
  public:
-  Dispatcher(const DecodeOptions& options, std::vector<Object>* out)
+  Dispatcher(const DecodeOptions& options, std::vector<Object>* out, bool yaml)
       : options_(options), out_(out) {
     ctx_.strict = options.strict;
+    ctx_.yaml = yaml;
   }
 
   // Decodes one top-level JSON value: an object, a list object or an array.
@@ -1158,7 +1175,7 @@ absl::StatusOr<std::vector<Object>> DecodeJson(std::string_view data,
     return InvalidArgument(SourcePrefix(options) + Message(json.status()));
   }
   std::vector<Object> out;
-  Dispatcher dispatcher(options, &out);
+  Dispatcher dispatcher(options, &out, /*yaml=*/false);
   DEVLET_RETURN_IF_ERROR(dispatcher.Value(*json, SourcePrefix(options), "", "", 0));
   return out;
 }
@@ -1171,7 +1188,7 @@ absl::StatusOr<std::vector<Object>> DecodeYaml(std::string_view data,
     return InvalidArgument(SourcePrefix(options) + Message(documents.status()));
   }
   std::vector<Object> out;
-  Dispatcher dispatcher(options, &out);
+  Dispatcher dispatcher(options, &out, /*yaml=*/true);
   const bool many = documents->size() > 1;
   for (std::size_t i = 0; i < documents->size(); ++i) {
     const std::string prefix =

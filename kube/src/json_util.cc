@@ -257,6 +257,24 @@ std::string At(const YAML::Mark& mark) {
 // YAML::LoadAll, which loops forever on some inputs (a stray ',' at the top of a document) and
 // stops silently at a null document; building JSON directly also bounds depth and alias expansion
 // as the events arrive.
+// Yaml11Bool resolves the YAML 1.1 booleans that Kubernetes' YAML reader (go-yaml v2 behind
+// sigs.k8s.io/yaml) accepts: y/yes/on/true and n/no/off/false in three cases.
+std::optional<bool> Yaml11Bool(const std::string& text) {
+  static constexpr std::string_view kTrue[] = {"y",    "Y",    "yes", "Yes", "YES", "true",
+                                               "True", "TRUE", "on",  "On",  "ON"};
+  static constexpr std::string_view kFalse[] = {"n",     "N",     "no",  "No",  "NO", "false",
+                                                "False", "FALSE", "off", "Off", "OFF"};
+  for (std::string_view t : kTrue) {
+    if (text == t)
+      return true;
+  }
+  for (std::string_view f : kFalse) {
+    if (text == f)
+      return false;
+  }
+  return std::nullopt;
+}
+
 class JsonBuilder : public YAML::EventHandler {
  public:
   explicit JsonBuilder(const Limits& limits) : limits_(limits) {}
@@ -348,11 +366,8 @@ class JsonBuilder : public YAML::EventHandler {
     if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
       return nullptr;
     }
-    if (text == "true" || text == "True" || text == "TRUE") {
-      return true;
-    }
-    if (text == "false" || text == "False" || text == "FALSE") {
-      return false;
+    if (const std::optional<bool> b = Yaml11Bool(text)) {
+      return *b;
     }
     Json number;
     if (IsPlainInt(text, &number) || IsPlainFloat(text, &number)) {
@@ -405,6 +420,11 @@ class JsonBuilder : public YAML::EventHandler {
       if (raw == nullptr || value.is_null()) {
         Fail("mapping keys must be strings");
       }
+      std::string key = *raw;
+      if (scalar_plain_ && value.is_boolean()) {
+        key = value.get<bool>() ? "true" : "false";  // YAML 1.1, as kubectl reads `y:` / `on:`
+      }
+      raw = &key;
       if (*raw == "<<" && scalar_plain_) {
         parent.key = std::string();  // merge key (YAML 1.1, as Kubernetes' YAML reader has it)
         parent.merge = true;

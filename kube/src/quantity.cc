@@ -44,8 +44,8 @@ bool ConsumeNumber(std::string_view& s, bool allow_fraction, bool* any_nonzero) 
 }
 
 bool IsSuffix(std::string_view s) {
-  static constexpr std::string_view kSuffixes[] = {"",  "m",  "k",  "M",  "G",  "T",  "P",
-                                                   "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  static constexpr std::string_view kSuffixes[] = {"",  "n", "u",  "m",  "k",  "M",  "G",  "T",
+                                                   "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
   for (std::string_view suffix : kSuffixes) {
     if (s == suffix) {
       return true;

@@ -478,8 +478,9 @@ void ValidateQualifiedName(Errors& errs, std::string_view name, const Path& path
     ValidateCIdentifierField(errs, name, path);
     return;
   }
+  // Kubernetes 1.37 splits on every '/' but checks only names with exactly one; "a/b/c" passes
+  // (a known upstream TODO). We match it.
   if (name.find('/', slash + 1) != std::string_view::npos) {
-    errs.InvalidString(path, name, "must not contain more than one slash");
     return;
   }
   std::string_view domain = name.substr(0, slash);
@@ -705,9 +706,8 @@ void ValidateObjectMeta(Errors& errs, const ObjectMeta& meta, bool namespaced, c
     errs.InvalidEach(path.Child("generateName"), meta.generate_name, IsDNS1123Subdomain(prefix));
   }
   if (meta.name.empty()) {
-    if (meta.generate_name.empty()) {
-      errs.Required(path.Child("name"), "name or generateName is required");
-    }
+    // The API server generates the name from generateName before validating; a file has none.
+    errs.Required(path.Child("name"), "name or generateName is required");
   } else {
     errs.InvalidEach(path.Child("name"), meta.name, IsDNS1123Subdomain(meta.name));
   }
@@ -758,8 +758,16 @@ void ValidateConditions(Errors& errs, const std::vector<Condition>& conditions, 
   for (std::size_t i = 0; i < conditions.size(); ++i) {
     const Condition& c = conditions[i];
     const Path p = path.Index(i);
-    ValidateLabelName(errs, c.type, p.Child("type"));
-    if (c.status != "True" && c.status != "False" && c.status != "Unknown") {
+    if (!types.insert(c.type).second)
+      errs.Duplicate(p, Quote(c.type));
+    if (c.type.empty()) {
+      errs.Required(p.Child("type"), "is required");
+    } else {
+      ValidateLabelName(errs, c.type, p.Child("type"));
+    }
+    if (c.status.empty()) {
+      errs.Required(p.Child("status"), "");
+    } else if (c.status != "True" && c.status != "False" && c.status != "Unknown") {
       errs.NotSupported(p.Child("status"), c.status, {"False", "True", "Unknown"});
     }
     if (c.observed_generation < 0) {
@@ -767,9 +775,9 @@ void ValidateConditions(Errors& errs, const std::vector<Condition>& conditions, 
                    "must be greater than or equal to zero");
     }
     if (c.last_transition_time.empty())
-      errs.Required(p.Child("lastTransitionTime"), "must be set");
+      errs.Required(p.Child("lastTransitionTime"), "");
     if (c.reason.empty()) {
-      errs.Required(p.Child("reason"), "must be set");
+      errs.Required(p.Child("reason"), "");
     } else {
       const std::string_view r = c.reason;
       const bool ok =
@@ -791,8 +799,6 @@ void ValidateConditions(Errors& errs, const std::vector<Condition>& conditions, 
     }
     if (c.message.size() > 32 * 1024)
       errs.TooLong(p.Child("message"), 32 * 1024);
-    if (!types.insert(c.type).second)
-      errs.Duplicate(p.Child("type"), Quote(c.type));
   }
 }
 
@@ -1046,12 +1052,15 @@ void ValidateDeviceClaim(Errors& errs, const DeviceClaim& claim, const Path& pat
                 });
 }
 
+// SharedDeviceID renders structured.SharedDeviceID as Go's json.Marshal does in field errors.
 std::string SharedDeviceID(std::string_view driver, std::string_view pool, std::string_view device,
                            const std::optional<std::string>& share_id) {
-  std::string id = std::string(driver) + "/" + std::string(pool) + "/" + std::string(device);
-  if (share_id)
-    id += "/" + *share_id;
-  return id;
+  Json j = Json::object();
+  j["Driver"] = std::string(driver);
+  j["Pool"] = std::string(pool);
+  j["Device"] = std::string(device);
+  j["ShareID"] = share_id.value_or("");
+  return internal::DumpJson(j);
 }
 
 void ValidateAllocation(Errors& errs, const AllocationResult& allocation, const Path& path,
@@ -1137,7 +1146,7 @@ void ValidateClaimStatus(Errors& errs, const ResourceClaim& claim, const Path& p
           ValidateUID(errs, *d.share_id, p.Child("shareID"));
         const std::string id = SharedDeviceID(d.driver, d.pool, d.device, d.share_id);
         if (allocated.count(id) == 0) {
-          errs.InvalidString(p, id, "must be an allocated device in the claim");
+          errs.Invalid(p, id, "must be an allocated device in the claim");
         }
         if (d.conditions.size() > std::size_t(kAllocatedDeviceStatusMaxConditions)) {
           errs.TooMany(p.Child("conditions"), d.conditions.size(),
@@ -1169,7 +1178,7 @@ void ValidateClaimStatus(Errors& errs, const ResourceClaim& claim, const Path& p
         }
       },
       [](const AllocatedDeviceStatus& d) {
-        return Quote(SharedDeviceID(d.driver, d.pool, d.device, d.share_id));
+        return SharedDeviceID(d.driver, d.pool, d.device, d.share_id);
       });
   if (!status.reserved_for.empty() && !status.allocation) {
     errs.Forbidden(path.Child("reservedFor"), "may not be specified when `allocated` is not set");
@@ -1179,6 +1188,9 @@ void ValidateClaimStatus(Errors& errs, const ResourceClaim& claim, const Path& p
 }
 
 // ---- ResourceSlice ----------------------------------------------------------------------------
+
+// Feature gate DRAFractionalCapacityRange as a 1.37 cluster has it by default (see below).
+constexpr bool kFractionalCapacityRange = false;
 
 std::optional<Dec> DecOf(const Quantity& q) {
   return internal::ParseDec(q.str());
@@ -1228,9 +1240,12 @@ void ValidateRequestPolicyRange(Errors& errs, const Quantity& default_value,
     if (!step)
       return;
   }
-  // DRAFractionalCapacityRange (beta, on): milli arithmetic when anything is fractional.
-  const bool use_milli = !min->IsInteger() || (max && !max->IsInteger()) ||
-                         (step && !step->IsInteger()) || !def->IsInteger();
+  // DRAFractionalCapacityRange is beta in 1.37 but needs compatibility version 1.37, so it is off
+  // in a cluster at its default (1.36) compatibility: integer arithmetic on Quantity.Value()
+  // (rounded up). The milli path below is what the gate switches on.
+  const bool use_milli =
+      kFractionalCapacityRange && (!min->IsInteger() || (max && !max->IsInteger()) ||
+                                   (step && !step->IsInteger()) || !def->IsInteger());
 
   struct Named {
     const Quantity* q;
@@ -1344,8 +1359,14 @@ void ValidateRequestPolicy(Errors& errs, const Quantity& capacity,
             found_default = true;
         },
         [](const Quantity& q) {
+          // quantityKeyInt (gate off): the integer Value(), rounded up.
           const std::optional<Dec> d = DecOf(q);
-          return Quote(d ? d->ToString() : q.str());
+          if (!d)
+            return Quote(q.str());
+          if (kFractionalCapacityRange)
+            return Quote(d->ToString());
+          const std::optional<int64_t> v = internal::ScaledCeil(*d, 0);
+          return Quote(v ? std::to_string(*v) : d->ToString());
         });
     if (policy.valid_values.size() <= std::size_t(kCapacityRequestPolicyDiscreteMaxOptions) &&
         !found_default) {
@@ -1362,28 +1383,32 @@ void ValidateRequestPolicy(Errors& errs, const Quantity& capacity,
   }
 }
 
+// AttributeJson renders a DeviceAttribute as the API server does in field errors: json.Marshal of
+// the internal type, which has no json tags (Go field names, unset members as null).
 std::string AttributeJson(const DeviceAttribute& a) {
   Json j = Json::object();
-  if (a.int_value)
-    j["int"] = *a.int_value;
-  if (a.bool_value)
-    j["bool"] = *a.bool_value;
-  if (a.string_value)
-    j["string"] = *a.string_value;
-  if (a.version_value)
-    j["version"] = *a.version_value;
-  if (a.int_values)
-    j["ints"] = *a.int_values;
+  auto put = [&j](const char* key, const auto& value) {
+    if (value) {
+      j[key] = *value;
+    } else {
+      j[key] = nullptr;
+    }
+  };
+  put("IntValue", a.int_value);
+  put("BoolValue", a.bool_value);
+  put("StringValue", a.string_value);
+  put("VersionValue", a.version_value);
+  put("IntValues", a.int_values);
   if (a.bool_values) {
     Json list = Json::array();
     for (bool b : *a.bool_values)
       list.push_back(b);
-    j["bools"] = list;
+    j["BoolValues"] = list;
+  } else {
+    j["BoolValues"] = nullptr;
   }
-  if (a.string_values)
-    j["strings"] = *a.string_values;
-  if (a.version_values)
-    j["versions"] = *a.version_values;
+  put("StringValues", a.string_values);
+  put("VersionValues", a.version_values);
   return internal::DumpJson(j);
 }
 
@@ -1659,6 +1684,8 @@ void ValidateDevice(Errors& errs, const Device& device, const Path& path,
   ValidateNodeAllocatableResources(errs, device, path.Child("nodeAllocatableResources"));
 }
 
+std::string TermsJson(const std::vector<NodeSelectorTerm>& terms);
+
 void ValidateSliceSpec(Errors& errs, const ResourceSliceSpec& spec, const Path& path) {
   ValidateDriverName(errs, spec.driver, path.Child("driver"));
   ValidatePoolName(errs, spec.pool.name, path.Child("pool", "name"));
@@ -1685,8 +1712,7 @@ void ValidateSliceSpec(Errors& errs, const ResourceSliceSpec& spec, const Path& 
     ValidateNodeSelectorInto(errs, *spec.node_selector, path.Child("nodeSelector"));
     if (spec.node_selector->node_selector_terms.size() != 1) {
       errs.Invalid(path.Child("nodeSelector", "nodeSelectorTerms"),
-                   spec.node_selector->node_selector_terms.empty() ? std::string(kNull)
-                                                                   : std::string("[...]"),
+                   TermsJson(spec.node_selector->node_selector_terms),
                    "must have exactly one node selector term");
     }
   }
@@ -1792,6 +1818,34 @@ void ValidateSliceSpec(Errors& errs, const ResourceSliceSpec& spec, const Path& 
     }
   }
   ValidateSkipNodeOperations(errs, spec.skip_node_operations, path.Child("skipNodeOperations"));
+}
+
+// TermsJson renders node selector terms as Go's json.Marshal of the internal core types
+// (no json tags: Go field names, nil slices as null).
+std::string TermsJson(const std::vector<NodeSelectorTerm>& terms) {
+  if (terms.empty())
+    return std::string(kNull);
+  auto requirements = [](const std::vector<NodeSelectorRequirement>& list) {
+    if (list.empty())
+      return Json(nullptr);
+    Json out = Json::array();
+    for (const NodeSelectorRequirement& r : list) {
+      Json j = Json::object();
+      j["Key"] = r.key;
+      j["Operator"] = r.operator_;
+      j["Values"] = r.values.empty() ? Json(nullptr) : Json(r.values);
+      out.push_back(std::move(j));
+    }
+    return out;
+  };
+  Json out = Json::array();
+  for (const NodeSelectorTerm& term : terms) {
+    Json j = Json::object();
+    j["MatchExpressions"] = requirements(term.match_expressions);
+    j["MatchFields"] = requirements(term.match_fields);
+    out.push_back(std::move(j));
+  }
+  return internal::DumpJson(out);
 }
 
 // extendedResourceName: v1helper.IsExtendedResourceName.

@@ -1,5 +1,6 @@
 #include "devlet/kube/codec.h"
 
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -251,6 +252,28 @@ spec:
   EXPECT_THAT(attrs.at("d").bool_value, Optional(true));
 }
 
+TEST(DecodeTest, YamlScalarsIntoStringFieldsLikeKubectl) {
+  ASSERT_OK_AND_ASSIGN(Node node, DecodeOne<Node>(R"(
+apiVersion: v1
+kind: Node
+metadata:
+  name: 42
+  labels: {version: 1.0, enabled: true, big: 1.5, count: 7}
+)"));
+  EXPECT_EQ(node.metadata.name, "42");
+  EXPECT_EQ(node.metadata.labels.at("version"), "1");
+  EXPECT_EQ(node.metadata.labels.at("enabled"), "true");
+  EXPECT_EQ(node.metadata.labels.at("big"), "1.5");
+  EXPECT_EQ(node.metadata.labels.at("count"), "7");
+  // YAML 1.1 booleans and hex, exactly as kubectl (sigs.k8s.io/yaml) reads them.
+  ASSERT_OK_AND_ASSIGN(
+      node, DecodeOne<Node>("apiVersion: v1\nkind: Node\n"
+                            "metadata: {name: n, labels: {a: y, b: on, c: 0x10, y: 'no'}}\n"));
+  EXPECT_EQ(node.metadata.name, "false");
+  EXPECT_EQ(node.metadata.labels, (std::map<std::string, std::string>{
+                                      {"a", "true"}, {"b", "true"}, {"c", "16"}, {"true", "no"}}));
+}
+
 TEST(DecodeTest, YamlAnchorsAliasesAndMergeKeys) {
   const std::string text = R"(
 apiVersion: resource.k8s.io/v1
@@ -452,8 +475,8 @@ TEST(DecodeErrorTest, SyntaxErrors) {
 
 TEST(DecodeErrorTest, DecodeOneWantsOneObjectOfTheKind) {
   EXPECT_THAT(
-      DecodeOne<ResourceClaim>("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"),
-      StatusIs(absl::StatusCode::kInvalidArgument, "expected a ResourceClaim, got Node \"n\""));
+      DecodeOne<ResourceClaim>("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "expected a ResourceClaim, got Node \"n1\""));
   EXPECT_THAT(DecodeOne<Node>(""),
               StatusIs(absl::StatusCode::kInvalidArgument, "expected exactly one object, got 0"));
 }

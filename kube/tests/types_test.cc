@@ -16,8 +16,9 @@ using ::devlet::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(QuantityTest, AcceptsKubernetesFormats) {
-  for (const char* text : {"1", "0", "-1", "+1", "1.5", ".5", "5.", "100m", "1k", "80Gi", "1Ei",
-                           "1e3", "1E-3", "2.5e+2", "0.000001", "123456789012345678901234567890"}) {
+  for (const char* text :
+       {"1", "0", "-1", "+1", "1.5", ".5", "5.", "100m", "1k", "80Gi", "1Ei", "1e3", "100u", "5n",
+        "1E-3", "2.5e+2", "0.000001", "123456789012345678901234567890"}) {
     EXPECT_TRUE(Quantity::IsValidFormat(text)) << text;
     ASSERT_OK_AND_ASSIGN(Quantity q, Quantity::Parse(text));
     EXPECT_EQ(q.str(), text);
@@ -26,7 +27,7 @@ TEST(QuantityTest, AcceptsKubernetesFormats) {
 
 TEST(QuantityTest, RejectsGarbage) {
   for (const char* text : {"", " 1", "1 ", "abc", "1Gb", "1KiB", "1.2.3", "Gi", "-", ".", "1e",
-                           "1e1.5", "1ki", "1u", "0x10", "1Mi1", "--1"}) {
+                           "1e1.5", "1ki", "1U", "1mi", "0x10", "1Mi1", "--1"}) {
     EXPECT_FALSE(Quantity::IsValidFormat(text)) << text;
   }
   EXPECT_THAT(Quantity::Parse("8 GB"),

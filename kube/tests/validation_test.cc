@@ -56,7 +56,8 @@ TEST_P(ValidationFileTest, ReportsExactlyTheExpectedErrors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, ValidationFileTest,
-                         ::testing::Values("claims.yaml", "slices.yaml", "classes_and_rules.yaml"));
+                         ::testing::Values("claims.yaml", "slices.yaml", "more.yaml",
+                                           "classes_and_rules.yaml"));
 
 TEST(ValidationTest, TestDataObjectsAreValid) {
   for (const char* file : {"slice_v1.yaml", "claim_v1.yaml", "cluster.yaml", "list.json"}) {

@@ -25,7 +25,7 @@ namespace devlet::kube {
 // Quantity is a resource.Quantity kept exactly as written ("80Gi", "1500m", "1e3").
 //
 // The kube library checks the format only (the grammar of k8s.io/apimachinery's ParseQuantity:
-// sign, digits with an optional decimal point, then one of the suffixes m, k, M, G, T, P, E,
+// sign, digits with an optional decimal point, then one of the suffixes n, u, m, k, M, G, T, P, E,
 // Ki, Mi, Gi, Ti, Pi, Ei or a decimal exponent e/E<int>). Arithmetic and comparison live in
 // devlet::cel::Quantity (allocator/cel/include/devlet/cel/quantity.h): code that needs the value
 // calls `devlet::cel::Quantity::Parse(q.str())` once, when it compiles its snapshot.

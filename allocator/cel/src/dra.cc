@@ -188,6 +188,7 @@ absl::StatusOr<Program> CompileSelector(std::string_view expression, const Selec
   env.dra_allow_multiple_allocations = options.consumable_capacity;
   env.require_bool_result = true;
   env.constant_conversion_errors_at_compile_time = true;
+  env.strings_v2_format = true;
   absl::StatusOr<Program> program = Environment(std::move(env)).Compile(expression);
   if (!program.ok()) return devlet::WithContext(program.status(), "compilation failed");
   return program;

@@ -30,6 +30,8 @@ struct Ctx {
   std::optional<std::chrono::steady_clock::time_point> deadline;
   const std::atomic<bool>* cancelled = nullptr;
   uint32_t iterations = 0;
+  // Kubernetes' ext.Strings v2 format rules (%f/%e only doubles, %d only integers).
+  bool strict_format = false;
 
   explicit Ctx(Arena& a) : arena(a) {}
 

@@ -807,6 +807,8 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
           out += std::to_string(v.i);
         } else if (v.kind == VK::kUint) {
           out += std::to_string(v.u);
+        } else if (!ctx.strict_format && v.kind == VK::kDouble && (std::isnan(v.d) || std::isinf(v.d))) {
+          out += std::isnan(v.d) ? "NaN" : (v.d > 0 ? "Infinity" : "-Infinity");
         } else {
           return ctx.Error("error during formatting: decimal clause can only be used on integers, was given " +
                            std::string(TypeNameOf(v)));
@@ -817,6 +819,10 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
         double d;
         if (v.kind == VK::kDouble) {
           d = v.d;
+        } else if (!ctx.strict_format && v.kind == VK::kInt) {
+          d = static_cast<double>(v.i);
+        } else if (!ctx.strict_format && v.kind == VK::kUint) {
+          d = static_cast<double>(v.u);
         } else if (v.kind == VK::kString && (v.str() == "NaN" || v.str() == "Infinity" || v.str() == "-Infinity")) {
           d = v.str() == "NaN" ? NAN : (v.str() == "Infinity" ? INFINITY : -INFINITY);
         } else {
@@ -952,7 +958,10 @@ Val Reverse(Ctx& ctx, const Val* a, uint32_t n) {
 bool SortIndices(const Val& keys, std::vector<uint32_t>* idx) {
   for (uint32_t i = 0; i < keys.n; ++i) {
     const Val& k = keys.l->data[i];
-    if (!IsNum(k) && k.kind != VK::kString && k.kind != VK::kBytes && k.kind != VK::kBool) return false;
+    if (!IsNum(k) && k.kind != VK::kString && k.kind != VK::kBytes && k.kind != VK::kBool &&
+        k.kind != VK::kTimestamp && k.kind != VK::kDuration) {
+      return false;
+    }
     if (i > 0 && !Compare(keys.l->data[0], k)) return false;
     if (i > 0 && IsNum(k) != IsNum(keys.l->data[0])) return false;
   }

@@ -1138,6 +1138,7 @@ class Planner {
   Planned FoldIfConst(Planned p, int32_t offset, bool literal_args = false) {
     if (!AllConst(*p.node)) return p;
     Ctx ctx(*program_.constants);
+    ctx.strict_format = options_.strings_v2_format;
     Val v = p.node->Eval(ctx);
     if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
@@ -1600,16 +1601,17 @@ class Planner {
       const Type::Kind k = t.kind();
       const std::string given = t.DebugString();
       const bool integer = k == Type::Kind::kInt || k == Type::Kind::kUint;
+      const bool strict = options_.strings_v2_format;
       switch (verb) {
         case 's': break;
         case 'd':
-          if (!integer) Error(call.offset, "error during formatting: decimal clause can only be used on integers, was given " + given);
+          if (!integer && (strict || k != Type::Kind::kDouble)) Error(call.offset, "error during formatting: decimal clause can only be used on integers, was given " + given);
           break;
         case 'f':  // strings pass: "NaN", "Infinity" and "-Infinity" format at runtime
-          if (k != Type::Kind::kDouble && k != Type::Kind::kString) Error(call.offset, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(call.offset, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
           break;
         case 'e':
-          if (k != Type::Kind::kDouble && k != Type::Kind::kString) Error(call.offset, "error during formatting: scientific clause can only be used on doubles, was given " + given);
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(call.offset, "error during formatting: scientific clause can only be used on doubles, was given " + given);
           break;
         case 'x':
         case 'X':
@@ -1675,6 +1677,7 @@ class Planner {
       // A constant list is built once, as cel-go folds it when planning: no runtime cost, while
       // the estimate keeps the literal's 10.
       Ctx ctx(*program_.constants);
+      ctx.strict_format = options_.strings_v2_format;
       Val v = p.node->Eval(ctx);
       Planned c = MakeConst(e.offset, v, 0, p.type);
       c.elem_size = elem_size;
@@ -1845,6 +1848,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
   ctx.var_loaded = nvars ? ctx.arena.NewArray<uint8_t>(nvars) : nullptr;
   if (nvars) std::memset(ctx.var_loaded, 0, nvars);
   ctx.slots = num_slots ? ctx.arena.NewArray<Val>(num_slots) : nullptr;
+  ctx.strict_format = strict_format;
   Val v = root->Eval(ctx);
   switch (ctx.abort) {
     case EvalResult::Abort::kNone:
@@ -1895,6 +1899,7 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
   }
   program->result_type = root.type;
   program->require_bool = options.require_bool_result;
+  program->strict_format = options.strings_v2_format;
   program->cost = CostEstimate{root.cost_min, root.cost_max};
   program->root = std::move(root.node);
   program->num_slots = planner.max_slots();

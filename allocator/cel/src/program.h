@@ -19,6 +19,7 @@ struct ProgramImpl {
   std::vector<std::string> var_names;
   uint32_t num_slots = 0;
   bool require_bool = false;
+  bool strict_format = false;
   // Storage for folded constants; read-only after compilation.
   std::unique_ptr<Arena> constants = std::make_unique<Arena>();
   // Regexes and other shared compile-time objects kept alive with the program.

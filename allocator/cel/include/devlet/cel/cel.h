@@ -98,6 +98,10 @@ struct EnvironmentOptions {
   // failed: ..."), even in branches that never run. On for DRA selectors; off by default, where
   // they are runtime errors as the cel-spec conformance tests expect.
   bool constant_conversion_errors_at_compile_time = false;
+  // format() follows the ext.Strings version 2 rules Kubernetes uses: %f/%e take only doubles
+  // (or "NaN"/"Infinity" strings), %d only integers. Off: the current cel-spec rules (ints for
+  // %f/%e, NaN/Infinity doubles for %d).
+  bool strings_v2_format = false;
   // For the DRA device type: whether `device.allowMultipleAllocations` is a declared field.
   bool dra_allow_multiple_allocations = true;
   // Parser limits: nesting depth of the syntax tree and expression length in bytes.

@@ -697,6 +697,23 @@ void ValidateSelectors(Errors& errs, const std::vector<DeviceSelector>& selector
 
 // ---- ObjectMeta -------------------------------------------------------------------------------
 
+std::string OwnerReferencesJson(const std::vector<OwnerReference>& refs) {
+  Json out = Json::array();
+  for (const OwnerReference& r : refs) {
+    Json j = Json::object();
+    j["apiVersion"] = r.api_version;
+    j["kind"] = r.kind;
+    j["name"] = r.name;
+    j["uid"] = r.uid;
+    if (r.controller)
+      j["controller"] = *r.controller;
+    if (r.block_owner_deletion)
+      j["blockOwnerDeletion"] = *r.block_owner_deletion;
+    out.push_back(std::move(j));
+  }
+  return internal::DumpJson(out);
+}
+
 void ValidateObjectMeta(Errors& errs, const ObjectMeta& meta, bool namespaced, const Path& path) {
   if (!meta.generate_name.empty()) {
     // NameIsDNSSubdomain(prefix=true) masks a trailing dash.
@@ -737,17 +754,41 @@ void ValidateObjectMeta(Errors& errs, const ObjectMeta& meta, bool namespaced, c
   }
   if (total > 256 * 1024)
     errs.TooLong(path.Child("annotations"), 256 * 1024);
+  std::string first_controller;
   for (std::size_t i = 0; i < meta.owner_references.size(); ++i) {
     const OwnerReference& ref = meta.owner_references[i];
     const Path p = path.Child("ownerReferences").Index(i);
-    if (ref.api_version.empty())
-      errs.InvalidString(p.Child("apiVersion"), "", "version must not be empty");
+    if (ref.api_version.empty()) {
+      errs.Required(p.Child("apiVersion"), "must not be empty");
+    } else {
+      // schema.ParseGroupVersion: "v1" or "group/version", at most one slash, version non-empty.
+      const std::size_t slash = ref.api_version.find('/');
+      const bool ok = slash == std::string::npos
+                          ? true
+                          : (ref.api_version.find('/', slash + 1) == std::string::npos &&
+                             slash + 1 < ref.api_version.size());
+      if (!ok) {
+        errs.InvalidString(p.Child("apiVersion"), ref.api_version,
+                           "must be <group>/<version> or <version>");
+      }
+    }
     if (ref.kind.empty())
-      errs.InvalidString(p.Child("kind"), "", "kind must not be empty");
+      errs.Required(p.Child("kind"), "must not be empty");
     if (ref.name.empty())
-      errs.InvalidString(p.Child("name"), "", "name must not be empty");
+      errs.Required(p.Child("name"), "must not be empty");
     if (ref.uid.empty())
-      errs.InvalidString(p.Child("uid"), "", "uid must not be empty");
+      errs.Required(p.Child("uid"), "must not be empty");
+    if (ref.controller.value_or(false)) {
+      const std::string current = ref.kind + "/" + ref.name;
+      if (!first_controller.empty()) {
+        errs.Invalid(path.Child("ownerReferences"), OwnerReferencesJson(meta.owner_references),
+                     "Only one reference can have Controller set to true. Found \"true\" in "
+                     "references for " +
+                         first_controller + " and " + current);
+      } else {
+        first_controller = current;
+      }
+    }
   }
 }
 

@@ -34,6 +34,12 @@ function(devlet_apply_common_options target)
   if(DEVLET_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
+  devlet_apply_sanitizers(${target})
+endfunction()
+
+# Sanitizers apply to every target we compile, generated code included: mixing instrumented and
+# uninstrumented code breaks TSan.
+function(devlet_apply_sanitizers target)
   if(DEVLET_SANITIZE)
     list(JOIN DEVLET_SANITIZE "," _san)
     target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer
@@ -118,6 +124,7 @@ function(devlet_proto_library)
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_gen)
   file(MAKE_DIRECTORY ${_out})
   add_library(${_target} STATIC ${ARG_PROTOS})
+  devlet_apply_sanitizers(${_target})
   target_link_libraries(${_target} PUBLIC protobuf::libprotobuf)
   target_include_directories(${_target} PUBLIC ${_out})
   protobuf_generate(TARGET ${_target} LANGUAGE cpp IMPORT_DIRS ${ARG_IMPORT_DIR}

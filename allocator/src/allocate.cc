@@ -59,6 +59,9 @@ struct ReqData {
   bool has_capacity = false;
   std::vector<CapRequest> capacity;
   std::vector<DeviceRef> all_devices;
+  // Memo array of the last slice looked at (saves the slice's lock per device).
+  mutable const CompiledSlice* memo_slice = nullptr;
+  mutable std::atomic<uint8_t>* memo = nullptr;
 };
 
 struct RequestSlot {
@@ -479,7 +482,11 @@ absl::StatusOr<bool> Search::Selectable(const ReqData& r, const ClaimData& claim
     Note(r, device, pool, "has binding conditions, but DRADeviceBindingConditions is disabled");
     return false;
   }
-  std::atomic<uint8_t>* memo = slice.Memo(r.selectors->id);
+  if (r.memo_slice != &slice) {
+    r.memo = slice.Memo(r.selectors->id);
+    r.memo_slice = &slice;
+  }
+  std::atomic<uint8_t>* memo = r.memo;
   uint8_t state = memo[ref.device].load(std::memory_order_acquire);
   if (state == kMemoUnknown) {
     state = kMemoYes;
@@ -664,6 +671,9 @@ absl::StatusOr<bool> CapacityFitsIn(const ReqData& r, const CompiledDevice& d,
                                     const std::map<std::string, Amount>* allocated,
                                     const std::map<std::string, Amount>* allocating,
                                     bool fractional, std::string* why) {
+  if (r.capacity.empty() && allocated == nullptr && allocating == nullptr && d.static_fit) {
+    return true;  // nothing in use and each capacity takes its default: always fits
+  }
   for (const CapRequest& c : r.capacity) {
     if (d.LookupCapacity(c.name) == nullptr) {
       if (why) *why = "has no capacity " + c.name;

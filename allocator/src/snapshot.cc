@@ -357,6 +357,11 @@ absl::StatusOr<std::shared_ptr<const CompiledSlice>> CompileSlice(
     }
     d.allow_multiple = src.allow_multiple_allocations.value_or(false);
     d.binds_to_node = src.binds_to_node.value_or(false);
+    for (const CompiledCapacity& c : d.capacities) {
+      bool ok = !c.has_policy || (c.policy_default && *c.policy_default <= c.value &&
+                                  c.policy_default->nanos >= 0);
+      if (!ok || c.value.nanos < 0) d.static_fit = false;
+    }
     d.has_binding_conditions = !src.binding_conditions.empty();
   }
   // Pointers into the final device storage.
@@ -454,21 +459,20 @@ void SnapshotImpl::Reindex() {
 
 absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::ViewFor(
     const kube::Node& node) const {
-  std::string key = node.metadata.name;
-  for (const auto& [k, v] : node.metadata.labels) {
-    key.push_back('\x01');
-    key += k;
-    key.push_back('=');
-    key += v;
-  }
   {
     std::shared_lock lock(views_mu_);
-    auto it = views_.find(key);
-    if (it != views_.end()) return it->second;
+    auto it = views_.find(node.metadata.name);
+    if (it != views_.end()) {
+      for (const CachedView& v : it->second) {
+        if (v.labels == node.metadata.labels) return v.view;
+      }
+    }
   }
   DEVLET_ASSIGN_OR_RETURN(std::shared_ptr<const NodeView> view, BuildView(node));
   std::unique_lock lock(views_mu_);
-  views_.emplace(std::move(key), view);
+  auto& list = views_[node.metadata.name];
+  if (list.size() >= 4) list.erase(list.begin());  // labels changed: keep a few versions
+  list.push_back(CachedView{node.metadata.labels, view});
   return view;
 }
 

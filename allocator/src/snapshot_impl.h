@@ -93,6 +93,9 @@ class CompiledDevice final : public cel::dra::DeviceView {
   bool allow_multiple = false;
   bool binds_to_node = false;
   bool has_binding_conditions = false;
+  // Every capacity accepts its default (or full) consumption on an otherwise unused device: the
+  // capacity check is trivially true for requests without capacity requests (fast path).
+  bool static_fit = true;
 
   const CompiledAttribute* Lookup(std::string_view domain, std::string_view id) const;
   const CompiledCapacity* LookupCapacity(std::string_view name) const;  // exact written name
@@ -229,8 +232,12 @@ class SnapshotImpl {
 
  private:
   absl::StatusOr<std::shared_ptr<const NodeView>> BuildView(const kube::Node& node) const;
+  struct CachedView {
+    std::map<std::string, std::string> labels;
+    std::shared_ptr<const NodeView> view;
+  };
   mutable std::shared_mutex views_mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const NodeView>> views_;
+  mutable std::unordered_map<std::string, std::vector<CachedView>> views_;  // by node name
 };
 
 // NodeMatches is upstream's NodeMatches: nodeName, else allNodes, else the selector.

@@ -249,5 +249,41 @@ TEST(KubeValidTest, JsonMatchesEncodingJson) {
   }
 }
 
+TEST(KubeValidTest, V1beta1ConversionMatchesTheApiServer) {
+  int compared = 0;
+  for (const auto& file : TestFiles()) {
+    const std::string text = ReadFile(file);
+    if (text.find("List") != std::string::npos ||
+        text.find("resource.k8s.io/v1beta") == std::string::npos) {
+      continue;
+    }
+    SCOPED_TRACE(file.string());
+    ASSERT_OK_AND_ASSIGN(std::string go, RunCommand(std::string(KUBEVALID_ORACLE) + " convert '" +
+                                                    file.string() + "'"));
+    ASSERT_OK_AND_ASSIGN(std::vector<Object> objects, Decode(text, {.apply_defaults = false}));
+    std::size_t start = 0;
+    std::size_t i = 0;
+    while (start < go.size()) {
+      std::size_t end = go.find('\n', start);
+      if (end == std::string::npos)
+        end = go.size();
+      if (end > start) {
+        ASSERT_LT(i, objects.size());
+        nlohmann::json theirs = nlohmann::json::parse(go.substr(start, end - start));
+        nlohmann::json ours = nlohmann::json::parse(EncodeJson(objects[i]));
+        ours.erase("apiVersion");  // Convert leaves TypeMeta empty
+        ours.erase("kind");
+        std::vector<std::string> diffs;
+        Compare(Normalize(ours), Normalize(theirs), "", &diffs);
+        EXPECT_THAT(diffs, ::testing::IsEmpty()) << Describe(objects[i]);
+        ++i;
+        ++compared;
+      }
+      start = end + 1;
+    }
+  }
+  EXPECT_GE(compared, 2);
+}
+
 }  // namespace
 }  // namespace devlet::kube

@@ -5,6 +5,8 @@
 //
 //	oracle validate FILE   ->  "== Kind name" then one error per line
 //	oracle json FILE       ->  one JSON object per line
+//	oracle convert FILE    ->  v1beta1/v1beta2 objects converted to v1 by the API server's
+//	                           conversion code, one JSON object per line
 package main
 
 import (
@@ -15,6 +17,8 @@ import (
 	"os"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta1 "k8s.io/api/resource/v1beta1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -40,8 +44,12 @@ func main() {
 		} else {
 			check(err)
 		}
-		var tm struct{ Kind string }
+		var tm struct{ Kind, APIVersion string }
 		check(json.Unmarshal(raw, &tm))
+		if os.Args[1] == "convert" {
+			convert(raw, tm.Kind, tm.APIVersion)
+			continue
+		}
 		var obj runtime.Object
 		switch tm.Kind {
 		case "ResourceClaim":
@@ -105,6 +113,32 @@ func main() {
 			fmt.Println(e.Error())
 		}
 	}
+}
+
+// convert decodes an older-version object strictly and converts it through the internal type to v1.
+func convert(raw []byte, kind, apiVersion string) {
+	var in, out runtime.Object
+	switch apiVersion + "/" + kind {
+	case "resource.k8s.io/v1beta1/ResourceClaim":
+		in, out = &resourcev1beta1.ResourceClaim{}, &resourcev1.ResourceClaim{}
+	case "resource.k8s.io/v1beta1/ResourceSlice":
+		in, out = &resourcev1beta1.ResourceSlice{}, &resourcev1.ResourceSlice{}
+	case "resource.k8s.io/v1beta1/DeviceClass":
+		in, out = &resourcev1beta1.DeviceClass{}, &resourcev1.DeviceClass{}
+	case "resource.k8s.io/v1beta2/ResourceClaim":
+		in, out = &resourcev1beta2.ResourceClaim{}, &resourcev1.ResourceClaim{}
+	case "resource.k8s.io/v1beta2/ResourceSlice":
+		in, out = &resourcev1beta2.ResourceSlice{}, &resourcev1.ResourceSlice{}
+	default:
+		return
+	}
+	check(yaml.UnmarshalStrict(raw, in))
+	internal, err := legacyscheme.Scheme.ConvertToVersion(in, resource.SchemeGroupVersion)
+	check(err)
+	check(legacyscheme.Scheme.Convert(internal, out, nil))
+	b, err := json.Marshal(out)
+	check(err)
+	fmt.Println(string(b))
 }
 
 func check(err error) {

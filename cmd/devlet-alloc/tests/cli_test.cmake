@@ -81,3 +81,14 @@ expect(all-nodes-none 1 "node-a +no +cannot allocate all claims.*request gpus: .
 # --explain: what the search considered, on stderr.
 expect(explain 0 "\"allocation\"" "pool gpu.example.com/node-b: complete.*request gpu:.*gpu.example.com/node-b/gpu-0: has a taint"
        ARGS -f ${C} -f ${EXAMPLES}/claims/one-gpu.yaml --node node-b --explain)
+# Bad input of every kind: exit 2, never a crash.
+expect(unknown-kind 2 "^$" "unsupported object kind \"ConfigMap\""
+       ARGS -f ${CASES}/unknown-kind.yaml --node node-a)
+expect(over-limit 2 "^$" "claim default/big, request gpu: adding 33 devices exceeds the claim limit of 32"
+       ARGS -f ${C} -f ${CASES}/too-many-devices.yaml --node node-a)
+expect(missing-class 2 "^$" "could not retrieve device class missing-class"
+       ARGS -f ${C} -f ${CASES}/missing-class.yaml --node node-a)
+expect(duplicate-device 2 "^$" "ResourceSlice.*\"dup\" is invalid: spec.devices\\[1\\]: Duplicate value"
+       ARGS -f ${C} -f ${CASES}/duplicate-device.yaml -f ${EXAMPLES}/claims/one-gpu.yaml --node node-a)
+expect(no-pending-claims 2 "^$" "no ResourceClaim without status.allocation"
+       ARGS -f ${C} --node node-a)

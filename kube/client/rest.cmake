@@ -1,0 +1,23 @@
+# kube/client REST transport (kube-apiserver client over libcurl): included from
+# kube/client/CMakeLists.txt. Adds the REST client, the kubeconfig / in-cluster config and
+# ApiServerStore to devlet::kube_client, and their tests against a local fake API server
+# (cpp-httplib, plain HTTP and TLS with certificates made by openssl at test time).
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+
+target_sources(devlet_kube_client PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/src/rest_client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/src/rest_store.cc
+  ${CMAKE_CURRENT_LIST_DIR}/src/kubeconfig.cc)
+target_link_libraries(devlet_kube_client PRIVATE
+  PkgConfig::CURL nlohmann_json::nlohmann_json yaml-cpp)
+
+if(DEVLET_BUILD_TESTS)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  devlet_cc_test(
+    NAME kube_rest_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/tests/rest_client_test.cc
+         ${CMAKE_CURRENT_LIST_DIR}/tests/kubeconfig_test.cc
+    DEPS devlet::kube_client devlet::common_testing PkgConfig::HTTPLIB
+         nlohmann_json::nlohmann_json
+  )
+endif()

@@ -18,6 +18,10 @@
 // a Program returns an error Value rather than a Status. Exceeding the cost limit or the deadline
 // aborts evaluation with an error Value and EvalResult::abort set.
 //
+// The standard library is always present: operators, size/contains/startsWith/endsWith/matches
+// (RE2), conversions (int uint double string bytes bool dyn type), timestamps and durations with
+// their accessors. The extension libraries below are chosen per Environment.
+//
 // For DRA device selectors use devlet/cel/dra.h, which configures the Kubernetes environment.
 #pragma once
 
@@ -77,11 +81,13 @@ struct EnvironmentOptions {
   // Expand macros (has, all, exists, exists_one, map, filter, ...). When false, `has(x.y)` is an
   // ordinary (usually undeclared) function call.
   bool enable_macros = true;
-  // Type-check the expression. When false, undeclared identifiers and functions are runtime errors
-  // ("undeclared reference to 'x'") instead of compile errors, as with cel-go's disable_check.
+  // Type-check the expression. When false, unknown identifiers and functions are runtime errors
+  // ("no such attribute: x", "no such overload: f") instead of compile errors ("undeclared
+  // reference to 'x'"), as with cel-go's disable_check.
   bool type_check = true;
-  // Kubernetes HomogeneousAggregateLiterals: list and map literals with mixed element types are
-  // compile errors.
+  // Kubernetes HomogeneousAggregateLiterals: list and map literals whose elements' checked types
+  // differ are compile errors ("expected type 'int' but found 'dyn'"; dyn counts as a type, as in
+  // cel-go); the list argument of format() is exempt.
   bool homogeneous_aggregate_literals = false;
   // A literal regex argument of matches/find/findAll that RE2 rejects is a compile error.
   bool validate_regex_literals = true;

@@ -212,6 +212,14 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known) {
         want_text = match ? "true" : "false";
         agree = got.ok() && *got == match;
       }
+      // CELDIFF_STRICT_COST=1 makes a runtime-cost difference a disagreement as well.
+      static const bool strict_cost = std::getenv("CELDIFF_STRICT_COST") != nullptr;
+      if (agree && strict_cost && want.contains("cost") &&
+          want.at("cost").get<uint64_t>() != cost) {
+        agree = false;
+        want_text += " (cost " + std::to_string(want.at("cost").get<uint64_t>()) + ", devlet " +
+                     std::to_string(cost) + ")";
+      }
       if (agree && want.contains("cost") && want.at("cost").get<uint64_t>() != cost) {
         if (++t.cost_differences <= 5) {
           std::printf("cost differs: %s on %s: kubernetes %llu, devlet %llu\n", expr.c_str(),

@@ -26,8 +26,9 @@ absl::Status CheckJsonDepth(std::string_view text, int max_depth);
 // ParseJson parses one JSON value.
 absl::StatusOr<Json> ParseJson(std::string_view text, const Limits& limits);
 
-// ParseYaml parses a YAML stream into one JSON value per non-empty document, resolving plain
-// scalars with the YAML 1.2 core schema (null, bool, int, float, else string).
+// ParseYaml parses a YAML stream into one JSON value per document (null for an empty one),
+// resolving plain scalars as go-yaml v2 does for Kubernetes (YAML 1.1 booleans y/yes/on/...,
+// null, ints incl. 0x/0o, floats, else string).
 absl::StatusOr<std::vector<Json>> ParseYaml(std::string_view text, const Limits& limits);
 
 // DumpJson writes compact JSON (invalid UTF-8 replaced, never throws).

@@ -19,6 +19,11 @@
 // `exactly`, a device's `basic` is flattened). Defaults that the API server would apply
 // (allocationMode ExactCount, count 1, toleration operator Equal) are applied unless disabled.
 //
+// YAML is read as kubectl reads it (sigs.k8s.io/yaml, YAML 1.1 scalars): unquoted y/yes/on are
+// booleans, a bool or number where a string belongs becomes its text (`name: n` -> "false").
+// Anchors, aliases and `<<` merge keys work. JSON input is typed strictly (a number is not a
+// string), as the API server's JSON decoder does.
+//
 // Errors (InvalidArgument) name the document, object and field:
 //   `claims.yaml: document 2: ResourceClaim "gpu": spec.devices.requests[0].exactly.count:
 //    expected an integer, got a string`

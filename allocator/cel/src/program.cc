@@ -1134,7 +1134,26 @@ class Planner {
   }
 
   // Folds a node whose inputs are all constants by evaluating it once at compile time.
-  // `literal_args`: every argument is a literal in the source (not just folded to a constant).
+  // cel-go's OptOptimize folds exactly these type conversion functions.
+  static bool IsConversion(std::string_view fn) {
+    return fn == "int" || fn == "uint" || fn == "double" || fn == "string" || fn == "bytes" || fn == "bool" ||
+           fn == "duration" || fn == "timestamp" || fn == "dyn" || fn == "type";
+  }
+
+  // Whether cel-go would see `e` as a constant when planning: a literal, a constant list/map
+  // literal, or a conversion of a constant.
+  bool PlanningConstant(const Expr& e, const Node& planned) const {
+    if (planned.constant() == nullptr) return false;
+    switch (e.kind) {
+      case Expr::Kind::kConst:
+      case Expr::Kind::kList:
+      case Expr::Kind::kMap: return true;
+      case Expr::Kind::kCall: return e.operand == nullptr && IsConversion(e.name);
+      default: return false;
+    }
+  }
+
+  // `literal_args`: every argument is a constant for cel-go's planner (see PlanningConstant).
   Planned FoldIfConst(Planned p, int32_t offset, bool literal_args = false) {
     if (!AllConst(*p.node)) return p;
     Ctx ctx(*program_.constants);
@@ -1142,7 +1161,7 @@ class Planner {
     Val v = p.node->Eval(ctx);
     if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
-      if (fn == "int" || fn == "uint" || fn == "double" || fn == "string" || fn == "bytes" || fn == "bool") {
+      if (IsConversion(fn)) {
         Error(offset, "program instantiation failed: " + std::string(v.str()));
         return p;
       }
@@ -1222,8 +1241,10 @@ class Planner {
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
     p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes));
-    bool literal_args = target == nullptr;
-    for (const ExprPtr& a : e.args) literal_args = literal_args && a->kind == Expr::Kind::kConst;
+    bool literal_args = target == nullptr && IsConversion(name);
+    for (size_t i = 0; i < e.args.size() && literal_args; ++i) {
+      literal_args = PlanningConstant(*e.args[i], *static_cast<const CallNode*>(p.node.get())->args()[i]);
+    }
     return FoldIfConst(std::move(p), e.offset, literal_args);
   }
 
@@ -1694,10 +1715,12 @@ class Planner {
     Planned p;
     p.cost_min = p.cost_max = 30;
     uint64_t vsize = 0, ksize = 0;
+    bool all_const = true;
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
       p.cost_min = SatAdd(p.cost_min, a.cost_min);
       p.cost_max = SatAdd(p.cost_max, a.cost_max);
+      all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i / 2];
       Type t = a.type;
       if (i % 2 == 1) {
         vsize = std::max(vsize, a.size_max);
@@ -1728,6 +1751,19 @@ class Planner {
     p.elem_size = vsize;
     p.key_size = ksize;
     p.node = std::make_unique<MapNode>(e.offset, std::move(nodes), e.optional_entries);
+    if (all_const) {
+      // Constant map literals are built once (cel-go's OptOptimize); a failure (repeated key) stays
+      // a runtime error. No runtime cost; the estimate keeps the literal's 30.
+      Ctx ctx(*program_.constants);
+      ctx.strict_format = options_.strings_v2_format;
+      if (const Val v = p.node->Eval(ctx); v.kind == VK::kMap) {
+        Planned c = MakeConst(e.offset, v, 0, p.type);
+        c.cost_max = p.cost_max;
+        c.elem_size = vsize;
+        c.key_size = ksize;
+        return c;
+      }
+    }
     return p;
   }
 

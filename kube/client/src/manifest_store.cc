@@ -1,0 +1,497 @@
+// ManifestStore: the ObjectStore of standalone mode over a directory of manifests.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+#include "devlet/kube/client.h"
+
+namespace devlet::kube {
+
+struct ManifestStore::Entry {
+  std::string file;        // absolute path
+  int objects_in_file = 0;  // how many objects the file holds
+  Object object;
+};
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::uint64_t Fnv1a(std::string_view data, std::uint64_t hash = 1469598103934665603ull) {
+  for (unsigned char c : data) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::string Hex(std::uint64_t value, int digits) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out(static_cast<size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = kDigits[value & 0xf];
+    value >>= 4;
+  }
+  return out;
+}
+
+// StableUid derives an RFC 4122-shaped UID from the object's identity.
+std::string StableUid(Kind kind, const ObjectMeta& meta) {
+  std::string id = std::string(KindName(kind)) + "/" + meta.namespace_ + "/" + meta.name;
+  std::uint64_t a = Fnv1a(id);
+  std::uint64_t b = Fnv1a(id, a ^ 0x9e3779b97f4a7c15ull);
+  std::string h = Hex(a, 16) + Hex(b, 16);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
+}
+
+// ResourceVersionOf hashes the object without its resourceVersion.
+std::string ResourceVersionOf(Object object) {
+  MetadataOf(object).resource_version.clear();
+  return std::to_string(Fnv1a(EncodeJson(object)) & 0x7fffffffffffull);
+}
+
+ObjectKey KeyOf(const Object& object) {
+  const ObjectMeta& meta = MetadataOf(object);
+  return ObjectKey{meta.namespace_, meta.name};
+}
+
+std::string DescribeKey(Kind kind, const ObjectKey& key) {
+  std::string out = std::string(KindName(kind)) + " \"";
+  if (!key.namespace_name.empty()) out += key.namespace_name + "/";
+  return out + key.name + "\"";
+}
+
+bool IsManifestName(const std::string& name) {
+  if (name.empty() || name[0] == '.') return false;
+  for (const char* ext : {".yaml", ".yml", ".json"}) {
+    std::string_view e(ext);
+    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open " + path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return Internal("cannot read " + path);
+  return out.str();
+}
+
+// WriteAtomically writes `data` to `path` through a temp file in the same directory, fsyncs it,
+// renames it over `path` and fsyncs the directory.
+absl::Status WriteAtomically(const std::string& path, std::string_view data) {
+  fs::path target(path);
+  std::string tmp =
+      (target.parent_path() / ("." + target.filename().string() + ".tmp")).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoToStatus(errno, "creating " + tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int saved = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ErrnoToStatus(saved, "writing " + tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoToStatus(saved, "syncing " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoToStatus(saved, "renaming " + tmp + " to " + path);
+  }
+  int dir = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return absl::OkStatus();
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// CopyStatus copies the status of `from` into `to` (same kind); false for kinds without status.
+bool CopyStatus(const Object& from, Object& to) {
+  if (auto* claim = std::get_if<ResourceClaim>(&to)) {
+    claim->status = std::get<ResourceClaim>(from).status;
+    return true;
+  }
+  if (auto* pod = std::get_if<Pod>(&to)) {
+    pod->status = std::get<Pod>(from).status;
+    return true;
+  }
+  if (auto* rule = std::get_if<DeviceTaintRule>(&to)) {
+    rule->status = std::get<DeviceTaintRule>(from).status;
+    return true;
+  }
+  return false;
+}
+
+// PollingWatch re-lists on a timer and reports differences.
+class PollingWatch final : public Watcher {
+ public:
+  PollingWatch(ObjectStore& store, Kind kind, ListOptions options, WatchCallback callback,
+               std::chrono::milliseconds interval)
+      : store_(store),
+        kind_(kind),
+        options_(std::move(options)),
+        callback_(std::move(callback)),
+        interval_(interval) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~PollingWatch() override { Stop(); }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    std::map<ObjectKey, Object> seen;
+    while (true) {
+      absl::StatusOr<std::vector<Object>> objects = store_.List(kind_, options_);
+      if (objects.ok()) {
+        std::map<ObjectKey, Object> now;
+        for (Object& object : *objects) now.emplace(KeyOf(object), std::move(object));
+        for (const auto& [key, object] : now) {
+          auto it = seen.find(key);
+          if (it == seen.end()) {
+            callback_(WatchEvent{WatchEvent::Type::kAdded, object});
+          } else if (MetadataOf(it->second).resource_version !=
+                     MetadataOf(object).resource_version) {
+            callback_(WatchEvent{WatchEvent::Type::kModified, object});
+          }
+        }
+        for (const auto& [key, object] : seen) {
+          if (!now.contains(key)) callback_(WatchEvent{WatchEvent::Type::kDeleted, object});
+        }
+        seen = std::move(now);
+      } else {
+        log::Logger().V(2).Info("Watch cannot list", "kind", KindName(kind_), "err",
+                                objects.status());
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, interval_, [this] { return stop_; })) return;
+    }
+  }
+
+  ObjectStore& store_;
+  const Kind kind_;
+  const ListOptions options_;
+  WatchCallback callback_;
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::string_view KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kDeviceClass: return "DeviceClass";
+    case Kind::kResourceSlice: return "ResourceSlice";
+    case Kind::kResourceClaim: return "ResourceClaim";
+    case Kind::kResourceClaimTemplate: return "ResourceClaimTemplate";
+    case Kind::kDeviceTaintRule: return "DeviceTaintRule";
+    case Kind::kNode: return "Node";
+    case Kind::kPod: return "Pod";
+  }
+  return "Unknown";
+}
+
+Kind KindOfObject(const Object& object) {
+  return std::visit([](const auto& typed) { return KindFor<std::decay_t<decltype(typed)>>(); },
+                    object);
+}
+
+bool IsNamespaced(Kind kind) {
+  return kind == Kind::kResourceClaim || kind == Kind::kResourceClaimTemplate ||
+         kind == Kind::kPod;
+}
+
+std::string_view WatchEventTypeName(WatchEvent::Type type) {
+  switch (type) {
+    case WatchEvent::Type::kAdded: return "ADDED";
+    case WatchEvent::Type::kModified: return "MODIFIED";
+    case WatchEvent::Type::kDeleted: return "DELETED";
+  }
+  return "UNKNOWN";
+}
+
+bool Matches(const Object& object, const ListOptions& options) {
+  const ObjectMeta& meta = MetadataOf(object);
+  if (!options.namespace_name.empty() && IsNamespaced(KindOfObject(object)) &&
+      meta.namespace_ != options.namespace_name) {
+    return false;
+  }
+  for (const auto& [key, value] : options.labels) {
+    auto it = meta.labels.find(key);
+    if (it == meta.labels.end() || it->second != value) return false;
+  }
+  if (!options.field_node_name.empty()) {
+    if (const auto* slice = std::get_if<ResourceSlice>(&object)) {
+      if (slice->spec.node_name.value_or("") != options.field_node_name) return false;
+    } else if (const auto* pod = std::get_if<Pod>(&object)) {
+      if (pod->spec.node_name != options.field_node_name) return false;
+    }
+  }
+  if (!options.field_driver.empty()) {
+    if (const auto* slice = std::get_if<ResourceSlice>(&object)) {
+      if (slice->spec.driver != options.field_driver) return false;
+    }
+  }
+  return true;
+}
+
+ManifestStore::ManifestStore(ManifestStoreOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<ManifestStore>> ManifestStore::Open(ManifestStoreOptions options) {
+  if (options.dir.empty()) return InvalidArgument("the manifest directory is empty");
+  std::error_code ec;
+  fs::create_directories(options.dir, ec);
+  if (ec || !fs::is_directory(options.dir, ec)) {
+    return FailedPrecondition("manifest directory " + options.dir +
+                              " cannot be created or is not a directory" +
+                              (ec ? ": " + ec.message() : std::string()));
+  }
+  options.dir = fs::absolute(options.dir, ec).lexically_normal().string();
+  if (!options.dir.empty() && options.dir.back() == '/') options.dir.pop_back();
+  return std::unique_ptr<ManifestStore>(new ManifestStore(std::move(options)));
+}
+
+absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan() {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    std::string name = it->path().filename().string();
+    if (IsManifestName(name)) files.push_back(it->path().string());
+  }
+  if (ec) return Unavailable("cannot read manifest directory " + options_.dir + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::vector<Entry> entries;
+  std::vector<std::string> errors;
+  for (const std::string& file : files) {
+    absl::StatusOr<std::string> data = ReadWholeFile(file);
+    if (!data.ok()) {
+      // Removed between listing and reading: it is simply gone.
+      continue;
+    }
+    DecodeOptions decode;
+    decode.source = fs::path(file).filename().string();
+    decode.skip_unknown_kinds = true;
+    absl::StatusOr<std::vector<Object>> objects = Decode(*data, decode);
+    if (!objects.ok()) {
+      errors.push_back(file + ": " + Message(objects.status()));
+      continue;
+    }
+    for (Object& object : *objects) {
+      ObjectMeta& meta = MetadataOf(object);
+      Kind kind = KindOfObject(object);
+      if (meta.name.empty()) {
+        errors.push_back(file + ": " + std::string(KindName(kind)) + " without metadata.name");
+        continue;
+      }
+      if (IsNamespaced(kind) && meta.namespace_.empty()) meta.namespace_ = "default";
+      if (!IsNamespaced(kind)) meta.namespace_.clear();
+      if (meta.uid.empty()) meta.uid = StableUid(kind, meta);
+      meta.resource_version = ResourceVersionOf(object);
+      entries.push_back(Entry{file, static_cast<int>(objects->size()), std::move(object)});
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    errors_ = std::move(errors);
+  }
+  return entries;
+}
+
+std::vector<std::string> ManifestStore::errors() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return errors_;
+}
+
+std::string ManifestStore::FileFor(const Object& object) const {
+  const ObjectMeta& meta = MetadataOf(object);
+  std::string base = Lower(KindName(KindOfObject(object))) + "-";
+  if (!meta.namespace_.empty()) base += meta.namespace_ + "-";
+  base += meta.name;
+  for (char& c : base) {
+    if (c == '/') c = '_';
+  }
+  return options_.dir + "/" + base + ".json";
+}
+
+absl::StatusOr<Object> ManifestStore::Get(Kind kind, const ObjectKey& key) {
+  ObjectKey wanted = key;
+  if (IsNamespaced(kind) && wanted.namespace_name.empty()) wanted.namespace_name = "default";
+  if (!IsNamespaced(kind)) wanted.namespace_name.clear();
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  for (Entry& entry : entries) {
+    if (KindOfObject(entry.object) == kind && KeyOf(entry.object) == wanted) {
+      return std::move(entry.object);
+    }
+  }
+  return NotFound(DescribeKey(kind, wanted) + " not found in manifest directory " + options_.dir);
+}
+
+absl::StatusOr<std::vector<Object>> ManifestStore::List(Kind kind, const ListOptions& options) {
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  std::map<ObjectKey, Object> out;  // the first definition of a key wins
+  for (Entry& entry : entries) {
+    if (KindOfObject(entry.object) != kind || !Matches(entry.object, options)) continue;
+    out.emplace(KeyOf(entry.object), std::move(entry.object));
+  }
+  std::vector<Object> list;
+  list.reserve(out.size());
+  for (auto& [key, object] : out) list.push_back(std::move(object));
+  return list;
+}
+
+absl::StatusOr<Object> ManifestStore::Create(const Object& object) {
+  Object stored = object;
+  ObjectMeta& meta = MetadataOf(stored);
+  Kind kind = KindOfObject(stored);
+  if (meta.name.empty()) return InvalidArgument(std::string(KindName(kind)) + " without metadata.name");
+  if (IsNamespaced(kind) && meta.namespace_.empty()) meta.namespace_ = "default";
+  if (!IsNamespaced(kind)) meta.namespace_.clear();
+  std::lock_guard<std::mutex> writer(write_mu_);
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  for (const Entry& entry : entries) {
+    if (KindOfObject(entry.object) == kind && KeyOf(entry.object) == KeyOf(stored)) {
+      return AlreadyExists(Describe(stored) + " already exists (in " + entry.file + ")");
+    }
+  }
+  if (meta.uid.empty()) meta.uid = StableUid(kind, meta);
+  meta.resource_version.clear();
+  std::string file = FileFor(stored);
+  EncodeOptions encode;
+  encode.indent = 2;
+  DEVLET_RETURN_IF_ERROR(WithContext(WriteAtomically(file, EncodeJson(stored, encode) + "\n"),
+                                     "creating " + Describe(stored)));
+  meta.resource_version = ResourceVersionOf(stored);
+  return stored;
+}
+
+absl::StatusOr<Object> ManifestStore::Replace(const Object& object, bool status_only) {
+  Kind kind = KindOfObject(object);
+  Object wanted = object;
+  ObjectMeta& meta = MetadataOf(wanted);
+  if (IsNamespaced(kind) && meta.namespace_.empty()) meta.namespace_ = "default";
+  if (!IsNamespaced(kind)) meta.namespace_.clear();
+  std::lock_guard<std::mutex> writer(write_mu_);
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  for (Entry& entry : entries) {
+    if (KindOfObject(entry.object) != kind || KeyOf(entry.object) != KeyOf(wanted)) continue;
+    const ObjectMeta& current = MetadataOf(entry.object);
+    if (!meta.resource_version.empty() && meta.resource_version != current.resource_version) {
+      return absl::AbortedError(Describe(wanted) +
+                                ": the object has been modified; please apply your changes to "
+                                "the latest version and try again");
+    }
+    if (entry.objects_in_file != 1) {
+      return FailedPrecondition(Describe(wanted) + " shares " + entry.file +
+                                " with other objects; the manifest store changes only objects "
+                                "that have a file of their own");
+    }
+    Object stored;
+    if (status_only) {
+      stored = entry.object;
+      if (!CopyStatus(wanted, stored)) {
+        return InvalidArgument(std::string(KindName(kind)) + " has no status subresource");
+      }
+    } else {
+      stored = wanted;
+      if (MetadataOf(stored).uid.empty()) MetadataOf(stored).uid = current.uid;
+    }
+    MetadataOf(stored).resource_version.clear();
+    EncodeOptions encode;
+    encode.indent = 2;
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        WriteAtomically(entry.file, EncodeJson(stored, encode) + "\n"),
+        "updating " + Describe(stored)));
+    MetadataOf(stored).resource_version = ResourceVersionOf(stored);
+    return stored;
+  }
+  return NotFound(Describe(wanted) + " not found in manifest directory " + options_.dir);
+}
+
+absl::StatusOr<Object> ManifestStore::Update(const Object& object) {
+  return Replace(object, /*status_only=*/false);
+}
+
+absl::StatusOr<Object> ManifestStore::UpdateStatus(const Object& object) {
+  return Replace(object, /*status_only=*/true);
+}
+
+absl::Status ManifestStore::Delete(Kind kind, const ObjectKey& key, const std::string& uid) {
+  ObjectKey wanted = key;
+  if (IsNamespaced(kind) && wanted.namespace_name.empty()) wanted.namespace_name = "default";
+  if (!IsNamespaced(kind)) wanted.namespace_name.clear();
+  std::lock_guard<std::mutex> writer(write_mu_);
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  for (const Entry& entry : entries) {
+    if (KindOfObject(entry.object) != kind || KeyOf(entry.object) != wanted) continue;
+    if (!uid.empty() && MetadataOf(entry.object).uid != uid) {
+      return absl::AbortedError(DescribeKey(kind, wanted) + ": precondition failed: UID in "
+                                "precondition: " + uid + ", UID in object meta: " +
+                                MetadataOf(entry.object).uid);
+    }
+    if (entry.objects_in_file != 1) {
+      return FailedPrecondition(DescribeKey(kind, wanted) + " shares " + entry.file +
+                                " with other objects; the manifest store deletes only objects "
+                                "that have a file of their own");
+    }
+    if (::unlink(entry.file.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoToStatus(errno, "deleting " + entry.file);
+    }
+    return absl::OkStatus();
+  }
+  return NotFound(DescribeKey(kind, wanted) + " not found in manifest directory " + options_.dir);
+}
+
+absl::StatusOr<std::unique_ptr<Watcher>> ManifestStore::Watch(Kind kind, const ListOptions& options,
+                                                            WatchCallback callback) {
+  if (!callback) return InvalidArgument("watch without a callback");
+  return std::unique_ptr<kube::Watcher>(
+      new PollingWatch(*this, kind, options, std::move(callback), options_.poll_interval));
+}
+
+}  // namespace devlet::kube

@@ -1,0 +1,188 @@
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/kube/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace devlet::kube {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::devlet::testing::StatusIs;
+
+class ManifestStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("manifest-store-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    ASSERT_OK_AND_ASSIGN(store_, ManifestStore::Open({.dir = dir_.string(),
+                                                      .poll_interval = std::chrono::milliseconds(20)}));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<ManifestStore> store_;
+};
+
+constexpr char kClasses[] = R"(apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.devlet.io}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.devlet.io"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: train, namespace: ml}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.devlet.io}
+)";
+
+TEST_F(ManifestStoreTest, ReadsYamlAndJsonFilesAndSkipsBrokenOnes) {
+  Write("classes.yaml", kClasses);
+  Write("pod.json", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"pod-uid"},
+                      "spec":{"nodeName":"node-1","containers":[{"name":"c"}]}})");
+  Write("broken.yaml", "kind: ResourceClaim\nmetadata: [");
+  Write("notes.txt", "not a manifest");
+  Write(".hidden.yaml", kClasses);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<DeviceClass> classes, ListAs<DeviceClass>(*store_));
+  ASSERT_THAT(classes, SizeIs(1));
+  EXPECT_EQ(classes[0].metadata.name, "gpu.devlet.io");
+  EXPECT_FALSE(classes[0].metadata.uid.empty());
+  EXPECT_FALSE(classes[0].metadata.resource_version.empty());
+
+  ASSERT_OK_AND_ASSIGN(ResourceClaim claim, GetAs<ResourceClaim>(*store_, "ml", "train"));
+  EXPECT_EQ(claim.spec.devices.requests.size(), 1u);
+  // A UID derived for a hand-written object is stable across reads.
+  ASSERT_OK_AND_ASSIGN(ResourceClaim again, GetAs<ResourceClaim>(*store_, "ml", "train"));
+  EXPECT_EQ(claim.metadata.uid, again.metadata.uid);
+
+  ASSERT_OK_AND_ASSIGN(Pod pod, GetAs<Pod>(*store_, "", "p"));
+  EXPECT_EQ(pod.metadata.namespace_, "default");
+  EXPECT_EQ(pod.metadata.uid, "pod-uid");
+
+  EXPECT_THAT(GetAs<ResourceClaim>(*store_, "ml", "nope"), StatusIs(absl::StatusCode::kNotFound));
+  std::vector<std::string> errors = store_->errors();
+  ASSERT_THAT(errors, SizeIs(1));
+  EXPECT_THAT(errors[0], HasSubstr("broken.yaml"));
+}
+
+ResourceSlice Slice(const std::string& name, const std::string& node) {
+  ResourceSlice slice;
+  slice.metadata.name = name;
+  slice.spec.driver = "gpu.devlet.io";
+  slice.spec.node_name = node;
+  slice.spec.pool = {.name = node, .generation = 1, .resource_slice_count = 1};
+  Device device;
+  device.name = "gpu-0";
+  slice.spec.devices.push_back(device);
+  return slice;
+}
+
+TEST_F(ManifestStoreTest, CreateUpdateDeleteOwnFiles) {
+  ASSERT_OK_AND_ASSIGN(Object created, store_->Create(Slice("node-1-gpu-0", "node-1")));
+  EXPECT_TRUE(fs::exists(dir_ / "resourceslice-node-1-gpu-0.json"));
+  EXPECT_THAT(store_->Create(Slice("node-1-gpu-0", "node-1")),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  ASSERT_OK(store_->Create(Slice("node-2-gpu-0", "node-2")).status());
+
+  ASSERT_OK_AND_ASSIGN(std::vector<ResourceSlice> mine,
+                       ListAs<ResourceSlice>(*store_, {.field_node_name = "node-1"}));
+  ASSERT_THAT(mine, SizeIs(1));
+  EXPECT_EQ(mine[0].metadata.resource_version, MetadataOf(created).resource_version);
+
+  ResourceSlice changed = mine[0];
+  changed.spec.pool.generation = 2;
+  ASSERT_OK_AND_ASSIGN(Object updated, store_->Update(changed));
+  EXPECT_NE(MetadataOf(updated).resource_version, MetadataOf(created).resource_version);
+  // A stale resourceVersion is a conflict.
+  EXPECT_THAT(store_->Update(changed), StatusIs(absl::StatusCode::kAborted));
+  ASSERT_OK_AND_ASSIGN(ResourceSlice read, GetAs<ResourceSlice>(*store_, "", "node-1-gpu-0"));
+  EXPECT_EQ(read.spec.pool.generation, 2);
+
+  EXPECT_THAT(store_->Delete(Kind::kResourceSlice, {"", "node-1-gpu-0"}, "wrong-uid"),
+              StatusIs(absl::StatusCode::kAborted));
+  ASSERT_OK(store_->Delete(Kind::kResourceSlice, {"", "node-1-gpu-0"}, read.metadata.uid));
+  EXPECT_FALSE(fs::exists(dir_ / "resourceslice-node-1-gpu-0.json"));
+  EXPECT_THAT(store_->Delete(Kind::kResourceSlice, {"", "node-1-gpu-0"}),
+              StatusIs(absl::StatusCode::kNotFound));
+  // No temp files are left behind.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
+  }
+}
+
+TEST_F(ManifestStoreTest, SharedFilesAreReadOnlyAndStatusUpdatesKeepSpec) {
+  Write("classes.yaml", kClasses);
+  ASSERT_OK_AND_ASSIGN(ResourceClaim claim, GetAs<ResourceClaim>(*store_, "ml", "train"));
+  claim.status.allocation.emplace();
+  EXPECT_THAT(store_->UpdateStatus(claim), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  ResourceClaim own;
+  own.metadata.name = "solo";
+  own.metadata.namespace_ = "ml";
+  own.spec = claim.spec;
+  ASSERT_OK(store_->Create(own).status());
+  own.spec.devices.requests.clear();  // ignored by UpdateStatus
+  own.status.reserved_for.push_back({.resource = "pods", .name = "p", .uid = "pod-uid"});
+  ASSERT_OK(store_->UpdateStatus(own).status());
+  ASSERT_OK_AND_ASSIGN(ResourceClaim read, GetAs<ResourceClaim>(*store_, "ml", "solo"));
+  EXPECT_EQ(read.spec.devices.requests.size(), 1u);
+  ASSERT_THAT(read.status.reserved_for, SizeIs(1));
+  EXPECT_EQ(read.status.reserved_for[0].uid, "pod-uid");
+}
+
+TEST_F(ManifestStoreTest, WatchReportsAddsChangesAndDeletes) {
+  std::mutex mu;
+  std::vector<std::string> events;
+  auto seen = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return events;
+  };
+  ASSERT_OK(store_->Create(Slice("a", "node-1")).status());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Watcher> watch,
+                       store_->Watch(Kind::kResourceSlice, {.field_node_name = "node-1"},
+                                     [&](const WatchEvent& event) {
+                                       std::lock_guard<std::mutex> lock(mu);
+                                       events.push_back(std::string(WatchEventTypeName(event.type)) +
+                                                        " " + MetadataOf(event.object).name);
+                                     }));
+  auto wait_for = [&](size_t n) {
+    for (int i = 0; i < 500 && seen().size() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  wait_for(1);
+  ASSERT_OK(store_->Create(Slice("b", "node-2")).status());  // filtered out
+  ASSERT_OK_AND_ASSIGN(ResourceSlice a, GetAs<ResourceSlice>(*store_, "", "a"));
+  a.spec.pool.generation = 5;
+  ASSERT_OK(store_->Update(a).status());
+  wait_for(2);
+  ASSERT_OK(store_->Delete(Kind::kResourceSlice, {"", "a"}));
+  wait_for(3);
+  watch->Stop();
+  EXPECT_THAT(seen(), ElementsAre("ADDED a", "MODIFIED a", "DELETED a"));
+}
+
+}  // namespace
+}  // namespace devlet::kube

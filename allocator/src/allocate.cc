@@ -448,9 +448,13 @@ absl::Status Search::Prepare(const std::vector<const kube::ResourceClaim*>& clai
         s.match = true;
         attr = &*c.match_attribute;
       } else if (c.distinct_attribute) {
-        if (!features_.consumable_capacity) {
+        // Upstream runs its "stable" implementation, which has no distinctAttribute, only when
+        // none of the newer features is on; there the constraint is of an unknown type.
+        bool stable = !features_.consumable_capacity && !features_.binding_and_status() &&
+                      !features_.fractional_capacity_range && !features_.list_type_attributes;
+        if (stable) {
           return InvalidArgument("claim " + cd.label + ", constraint #" + std::to_string(k) +
-                                 ": distinctAttribute needs the DRAConsumableCapacity feature");
+                                 ": empty constraint (unsupported constraint type?)");
         }
         s.match = false;
         attr = &*c.distinct_attribute;

@@ -1,0 +1,138 @@
+// devlet-node: devlet's node agent (DESIGN.md §1, §5). Thin: flags in, node::Agent out.
+//
+//   devlet-node --node-name node-1 --manifests /etc/devlet/manifests            # standalone
+//   devlet-node --node-name node-1 --manifests DIR --topology-xml X --sysfs-root S   # simulated
+//
+// SIGTERM / SIGINT: graceful stop (kubelet registration socket removed first, then the DRA
+// socket, then NRI). Exit 0 after a clean stop, 1 when start-up fails, 2 on bad flags.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "devlet/common/flags.h"
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+#include "devlet/kube/client.h"
+#include "devlet/node/agent.h"
+#include "devlet/node/health_server.h"
+
+int main(int argc, char** argv) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+  signal(SIGPIPE, SIG_IGN);
+
+  devlet::node::AgentOptions options;
+  std::string kubeconfig;
+  std::string manifests;
+  std::string feature_gates;
+  std::string cdi_policy = "auto";
+  int healthcheck_port = -1;
+  int rescan_seconds = 30;
+  devlet::log::Options log_options;
+
+  CLI::App app{"devlet-node: DRA kubelet plugin + NRI plugin for GPUs, NICs and CPUs"};
+  using devlet::flags::AddFlag;
+  AddFlag(app, "--node-name", options.node_name, "Name of this node (also the pool name)");
+  AddFlag(app, "--driver-name", options.driver_name, "DRA driver name");
+  AddFlag(app, "--cdi-root", options.cdi_root, "Directory for transient CDI spec files");
+  AddFlag(app, "--kubelet-registrar-directory-path", options.registrar_dir,
+          "Kubelet plugin registration directory");
+  AddFlag(app, "--kubelet-plugins-directory-path", options.plugins_dir,
+          "Kubelet plugins directory; the plugin's data directory is <this>/<driver-name>");
+  AddFlag(app, "--state-dir", options.state_dir,
+          "Checkpoint and preparation journals (default: the plugin's data directory)");
+  AddFlag(app, "--healthcheck-port", healthcheck_port,
+          "TCP port for the HTTP health endpoint /healthz on localhost; < 0 disables");
+  AddFlag(app, "--kubeconfig", kubeconfig,
+          "Kubeconfig for the kube-apiserver (not yet supported: use --manifests)");
+  AddFlag(app, "--feature-gates", feature_gates, "Feature gates, A=true,B=false");
+  AddFlag(app, "--nri-socket", options.nri_socket,
+          "The runtime's NRI socket; empty disables NRI unless NRI_PLUGIN_SOCKET is set");
+  AddFlag(app, "--nri-plugin-name", options.nri_plugin_name, "NRI plugin name (NRI_PLUGIN_NAME wins)");
+  AddFlag(app, "--nri-plugin-index", options.nri_plugin_index,
+          "NRI plugin index, two digits (NRI_PLUGIN_IDX wins)");
+  AddFlag(app, "--cdi-policy", cdi_policy,
+          "How devices reach containers through NRI: auto, names, edits or none");
+  AddFlag(app, "--manifests", manifests,
+          "Standalone mode: read DeviceClasses, ResourceClaims and Pods from this directory and "
+          "write the node's ResourceSlices into it");
+  AddFlag(app, "--topology-xml", options.topology_xml, "hwloc XML topology (simulated machine)");
+  AddFlag(app, "--sysfs-root", options.sysfs_root, "Directory that plays /sys");
+  AddFlag(app, "--profiles", options.profiles_file, "Device profile configuration (YAML)");
+  AddFlag(app, "--enable-device-metadata", options.enable_device_metadata,
+          "Write KEP-5304 device-metadata files");
+  AddFlag(app, "--rescan-interval-seconds", rescan_seconds,
+          "Rescan hardware and check published slices this often; 0 disables");
+  devlet::flags::AddLoggingFlags(app, log_options);
+  try {
+    devlet::flags::Parse(app, argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  devlet::log::Configure(log_options);
+  devlet::log::Logger logger;
+  options.rescan_interval = std::chrono::seconds(rescan_seconds);
+  if (const char* pod_uid = std::getenv("POD_UID")) options.pod_uid = pod_uid;
+
+  absl::StatusOr<std::map<std::string, bool>> gates =
+      devlet::flags::ParseFeatureGates(feature_gates);
+  if (!gates.ok()) {
+    logger.Error(gates.status(), "Bad --feature-gates");
+    return 2;
+  }
+  absl::StatusOr<devlet::nri::CdiPolicy> policy = devlet::nri::ParseCdiPolicy(cdi_policy);
+  if (!policy.ok()) {
+    logger.Error(policy.status(), "Bad --cdi-policy");
+    return 2;
+  }
+  options.cdi_policy = *policy;
+  if (!kubeconfig.empty() || (manifests.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
+    std::cerr << "devlet-node: talking to a kube-apiserver (--kubeconfig or in-cluster config) is "
+                 "not yet supported; run standalone with --manifests DIR\n";
+    return 2;
+  }
+  if (manifests.empty()) {
+    std::cerr << "devlet-node: --manifests DIR is required (the API server client is not yet "
+                 "supported)\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<devlet::kube::ManifestStore>> store =
+      devlet::kube::ManifestStore::Open({.dir = manifests});
+  if (!store.ok()) {
+    logger.Error(store.status(), "Cannot open the manifest directory");
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<devlet::node::Agent>> agent =
+      devlet::node::Agent::Start(options, **store);
+  if (!agent.ok()) {
+    logger.Error(agent.status(), "devlet-node cannot start");
+    return 1;
+  }
+  std::unique_ptr<devlet::node::HealthServer> health;
+  if (healthcheck_port >= 0) {
+    devlet::node::Agent* raw = agent->get();
+    absl::StatusOr<std::unique_ptr<devlet::node::HealthServer>> started =
+        devlet::node::HealthServer::Start(healthcheck_port, [raw] { return raw->Healthy(); });
+    if (!started.ok()) {
+      logger.Error(started.status(), "Cannot serve the health endpoint");
+      (*agent)->Stop();
+      return 1;
+    }
+    health = *std::move(started);
+    logger.Info("Health endpoint serving", "port", health->port());
+  }
+  logger.Info("devlet-node running", "node", options.node_name, "driver", options.driver_name);
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  logger.Info("Stopping on signal", "signal", sig);
+  (*agent)->Stop();
+  if (health) health->Stop();
+  return 0;
+}

@@ -1,0 +1,103 @@
+// File: devlet/node/adapters.h
+//
+// The interfaces of the two plugins implemented on devlet's own modules, as devlet-node wires them:
+//
+//   StoreClaimSource      dra_kubelet::ClaimSource over a kube::ObjectStore (API server or
+//                         manifest directory)
+//   DevicesBackend        dra_kubelet::DeviceBackend over devices/: the node's current DeviceSet,
+//                         preparation actions (vfio-pci binding, SR-IOV VFs, admin commands) and
+//                         the device nodes each device needs
+//   CheckpointClaimsView  nri::PreparedClaimsView over the state/ checkpoint the kubelet plugin
+//                         writes: the two plugins meet only there
+//
+//   StoreClaimSource claims(store);
+//   DevicesBackend backend({.pool = node_name, .sysfs = sysfs.get(), .journal_dir = dir});
+//   backend.SetDevices(device_set);
+//   CheckpointClaimsView view(checkpoint->store(), cdi_root, numa_of_cpu_devices);
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "devlet/devices/actions.h"
+#include "devlet/devices/dra_device.h"
+#include "devlet/devices/sysfs.h"
+#include "devlet/dra_kubelet/interfaces.h"
+#include "devlet/kube/client.h"
+#include "devlet/nri/claims_view.h"
+#include "devlet/state/store.h"
+
+namespace devlet::node {
+
+// StoreClaimSource reads claims from an ObjectStore and converts them with
+// dra_kubelet::ResourceClaimFromKube.
+class StoreClaimSource final : public dra_kubelet::ClaimSource {
+ public:
+  explicit StoreClaimSource(kube::ObjectStore& store) : store_(store) {}
+
+  absl::StatusOr<dra_kubelet::ResourceClaim> GetClaim(const std::string& namespace_name,
+                                                      const std::string& name,
+                                                      const std::string& uid) override;
+
+ private:
+  kube::ObjectStore& store_;
+};
+
+// DevicesBackendOptions configures a DevicesBackend.
+struct DevicesBackendOptions {
+  // The node's pool (the node name): requests for other pools are refused.
+  std::string pool;
+  // The sysfs the devices live in (not owned; must outlive the backend). nullptr: no device nodes
+  // and no hardware actions (CPU-only or fully simulated nodes).
+  devices::Sysfs* sysfs = nullptr;
+  // Where the preparation journal of each prepared device lives (created 0700): the records
+  // needed to undo its actions after a crash. Required when `sysfs` is set.
+  std::string journal_dir;
+  devices::PreparerOptions preparer;
+};
+
+// DevicesBackend prepares the node's devices. Prepare looks the device up in the current set,
+// runs its preparation (vfio-pci when the profile or the DeviceClass config asks for it, SR-IOV
+// VFs, init command), journaling every step to `<journal_dir>/<claim uid>_<device>.json` before it
+// is done, and returns the container edits: the device nodes of the function as bound now plus
+// DEVLET_DEVICE_<NAME>=<pool>/<device> and the configured environment. Unprepare undoes the
+// journaled actions in reverse order and removes the journal. Both are idempotent.
+class DevicesBackend final : public dra_kubelet::DeviceBackend {
+ public:
+  explicit DevicesBackend(DevicesBackendOptions options);
+
+  // SetDevices replaces the current device set (after a rescan).
+  void SetDevices(devices::DeviceSet set);
+
+  absl::StatusOr<dra_kubelet::PreparedDevice> Prepare(
+      const dra_kubelet::DevicePrepareRequest& request) override;
+  absl::Status Unprepare(const dra_kubelet::DeviceUnprepareRequest& request) override;
+
+ private:
+  std::string JournalPath(const std::string& claim_uid, const std::string& device) const;
+
+  DevicesBackendOptions options_;
+  std::unique_ptr<devices::Preparer> preparer_;
+  mutable std::mutex mu_;
+  devices::DeviceSet set_;
+};
+
+// CheckpointClaimsView answers the NRI plugin from the state/ checkpoint: the claims recorded as
+// PrepareCompleted for a pod, each device with its CDI device IDs, the CDI edits resolved from the
+// claim's own CDI spec files, and its NUMA node (attribute resource.kubernetes.io/numaNode).
+class CheckpointClaimsView final : public nri::PreparedClaimsView {
+ public:
+  // `store` must outlive the view.
+  CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root);
+
+  std::vector<nri::PreparedClaim> ClaimsForPod(std::string_view pod_uid) const override;
+
+ private:
+  state::CheckpointStore& store_;
+  std::string cdi_root_;
+};
+
+}  // namespace devlet::node

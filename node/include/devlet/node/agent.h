@@ -1,0 +1,112 @@
+// File: devlet/node/agent.h
+//
+// Agent is devlet-node: one process wiring device discovery, ResourceSlice publishing, the DRA
+// kubelet plugin and the NRI plugin around one node state (the state/ checkpoint).
+//
+// Start, in order:
+//   1. discovery (hwloc + sysfs, or a simulated machine: --topology-xml / --sysfs-root) and the
+//      device profiles → the node's DeviceSet;
+//   2. ResourceSlices published through the ObjectStore (API server or manifest directory);
+//   3. the checkpoint opened (CDI specs of claims it no longer knows are removed), the kubelet
+//      plugin started: DRA socket, then the registration socket;
+//   4. the NRI plugin, once the kubelet has confirmed registration (NotifyRegistrationStatus),
+//      through the runtime's socket (--nri-socket) or the pre-launched socket the runtime passed
+//      in NRI_PLUGIN_SOCKET;
+//   5. a rescan loop: republish when the hardware changed, repair slices changed behind our back.
+// Stop, in order: rescans, the kubelet plugin (registration socket removed first, then the DRA
+// socket), the NRI plugin. Slices stay published (the kubelet removes them when the driver
+// deregisters; a restart republishes the same generation).
+//
+//   DEVLET_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, Agent::Start(options, store));
+//   ... wait for SIGTERM ...
+//   agent->Stop();
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "devlet/devices/inventory.h"
+#include "devlet/devices/profile.h"
+#include "devlet/kube/client.h"
+#include "devlet/nri/devlet_plugin.h"
+
+namespace devlet::node {
+
+// AgentOptions are devlet-node's settings (DESIGN.md §5).
+struct AgentOptions {
+  std::string node_name;
+  std::string driver_name = "devlet.io";
+  std::string cdi_root = "/var/run/cdi";
+  std::string registrar_dir = "/var/lib/kubelet/plugins_registry";
+  std::string plugins_dir = "/var/lib/kubelet/plugins";
+  // The checkpoint and preparation journals; empty: <plugins_dir>/<driver_name>.
+  std::string state_dir;
+  // POD_UID: rolling-update socket names.
+  std::string pod_uid;
+  // Simulated hardware.
+  std::string sysfs_root = "/sys";
+  std::string topology_xml;
+  // Device profiles (YAML, devices/profile.h); empty: devices::DefaultProfileConfig().
+  std::string profiles_file;
+  bool enable_device_metadata = true;
+  // NRI: the runtime's socket; empty disables NRI unless NRI_PLUGIN_SOCKET is set (pre-launched).
+  std::string nri_socket = "/var/run/nri/nri.sock";
+  std::string nri_plugin_name = "devlet";
+  std::string nri_plugin_index = "10";
+  nri::CdiPolicy cdi_policy = nri::CdiPolicy::kAuto;
+  // Start NRI only after the kubelet confirmed registration (as dranet does). Off: at once.
+  bool nri_after_registration = true;
+  // How often to rescan the hardware and check the published slices; 0 disables.
+  std::chrono::milliseconds rescan_interval{std::chrono::seconds(30)};
+};
+
+// AgentStatus is a snapshot for logs, the health endpoint and tests.
+struct AgentStatus {
+  int devices = 0;
+  std::int64_t slice_generation = 0;
+  int slices = 0;
+  bool kubelet_registered = false;
+  std::string registration_error;
+  bool nri_started = false;
+  bool nri_connected = false;
+  std::string dra_socket;
+  std::string registrar_socket;
+};
+
+// Agent runs devlet-node. Thread-safe.
+class Agent {
+ public:
+  // Start performs steps 1-3 before returning (errors name the step) and starts the threads of
+  // steps 4-5. `store` must outlive the agent.
+  static absl::StatusOr<std::unique_ptr<Agent>> Start(AgentOptions options,
+                                                      kube::ObjectStore& store);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Stop shuts down in order (see the file comment). Idempotent.
+  void Stop();
+
+  AgentStatus Status() const;
+  // Healthy: the kubelet plugin is serving and, when NRI is on and started, connected.
+  bool Healthy() const;
+
+  class Impl;
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// NumaCpuLists returns, per NUMA node of the inventory, its CPUs as a cpulist ("0-7,16-23").
+std::map<int, std::string> NumaCpuLists(const devices::CpuTopology& cpu);
+
+}  // namespace devlet::node

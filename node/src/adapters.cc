@@ -1,0 +1,361 @@
+#include "devlet/node/adapters.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "devlet/cdi/codec.h"
+#include "devlet/cdi/spec_dir.h"
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+#include "devlet/devices/device_nodes.h"
+#include "devlet/dra_kubelet/devlet_adapters.h"
+#include "nlohmann/json.hpp"
+
+namespace devlet::node {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// ---- Action journal (JSON) ---------------------------------------------------------------------
+
+json ActionToJson(const devices::ActionRecord& r) {
+  json j = {{"kind", std::string(devices::ActionKindName(r.kind))},
+            {"device", r.device},
+            {"noop", r.noop},
+            {"originalDriver", r.original_driver},
+            {"originalOverride", r.original_override},
+            {"previousNumVfs", r.previous_num_vfs},
+            {"numVfs", r.num_vfs},
+            {"previousAutoprobe", r.previous_autoprobe},
+            {"env", r.env}};
+  if (r.cleanup) j["cleanup"] = {{"argv", r.cleanup->argv}, {"timeoutMs", r.cleanup->timeout_ms}};
+  return j;
+}
+
+absl::StatusOr<devices::ActionRecord> ActionFromJson(const json& j) {
+  devices::ActionRecord r;
+  try {
+    std::string kind = j.at("kind").get<std::string>();
+    if (kind == "vfio-bind") {
+      r.kind = devices::ActionKind::kVfioBind;
+    } else if (kind == "sriov-numvfs") {
+      r.kind = devices::ActionKind::kSriovNumVfs;
+    } else if (kind == "command") {
+      r.kind = devices::ActionKind::kCommand;
+    } else {
+      return InvalidArgument("unknown action kind \"" + kind + "\"");
+    }
+    r.device = j.at("device").get<std::string>();
+    r.noop = j.value("noop", false);
+    r.original_driver = j.value("originalDriver", "");
+    r.original_override = j.value("originalOverride", "");
+    r.previous_num_vfs = j.value("previousNumVfs", 0);
+    r.num_vfs = j.value("numVfs", 0);
+    r.previous_autoprobe = j.value("previousAutoprobe", -1);
+    r.env = j.value("env", std::map<std::string, std::string>());
+    if (j.contains("cleanup")) {
+      devices::CommandLine cleanup;
+      cleanup.argv = j["cleanup"].at("argv").get<std::vector<std::string>>();
+      cleanup.timeout_ms = j["cleanup"].value("timeoutMs", 30000);
+      r.cleanup = cleanup;
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed action record: ") + e.what());
+  }
+  return r;
+}
+
+absl::Status WriteJournal(const std::string& path, const std::vector<devices::ActionRecord>& records) {
+  json list = json::array();
+  for (const devices::ActionRecord& r : records) list.push_back(ActionToJson(r));
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << list.dump() << "\n";
+    out.flush();
+    if (!out) return Internal("cannot write preparation journal " + tmp);
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoToStatus(errno, "renaming preparation journal " + tmp);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<devices::ActionRecord>> ReadJournal(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::vector<devices::ActionRecord>();
+  std::stringstream text;
+  text << in.rdbuf();
+  json list = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return absl::DataLossError("preparation journal " + path + " is not a JSON list");
+  std::vector<devices::ActionRecord> records;
+  for (const json& j : list) {
+    DEVLET_ASSIGN_OR_RETURN(devices::ActionRecord r, ActionFromJson(j));
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+std::string EnvName(std::string_view device) {
+  std::string out = "DEVLET_DEVICE_";
+  for (char c : device) {
+    out.push_back(std::isalnum(static_cast<unsigned char>(c))
+                      ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+                      : '_');
+  }
+  return out;
+}
+
+dra_kubelet::AttributeValue ToPluginAttribute(const devices::AttributeValue& value) {
+  return std::visit(
+      [](const auto& v) -> dra_kubelet::AttributeValue {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, devices::SemVer>) {
+          return dra_kubelet::VersionValue{v.value};
+        } else {
+          return v;
+        }
+      },
+      value);
+}
+
+nri::CdiEdits ToNriEdits(const cdi::ContainerEdits& in) {
+  nri::CdiEdits out;
+  out.env = in.env;
+  for (const cdi::DeviceNode& n : in.device_nodes) {
+    nri::CdiDeviceNode d;
+    d.path = n.path;
+    d.host_path = n.host_path;
+    d.type = n.type;
+    d.major = n.major == 0 && n.minor == 0 ? -1 : n.major;
+    d.minor = n.major == 0 && n.minor == 0 ? -1 : n.minor;
+    d.file_mode = n.file_mode;
+    d.uid = n.uid;
+    d.gid = n.gid;
+    out.device_nodes.push_back(std::move(d));
+  }
+  for (const cdi::Mount& m : in.mounts) {
+    out.mounts.push_back({m.host_path, m.container_path, m.type, m.options});
+  }
+  for (const cdi::Hook& h : in.hooks) {
+    nri::CdiHook hook{h.hook_name, h.path, h.args, h.env, std::nullopt};
+    if (h.timeout) hook.timeout = *h.timeout;
+    out.hooks.push_back(std::move(hook));
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- StoreClaimSource ----------------------------------------------------------------------------
+
+absl::StatusOr<dra_kubelet::ResourceClaim> StoreClaimSource::GetClaim(
+    const std::string& namespace_name, const std::string& name, const std::string& /*uid*/) {
+  DEVLET_ASSIGN_OR_RETURN(kube::ResourceClaim claim,
+                          kube::GetAs<kube::ResourceClaim>(store_, namespace_name, name));
+  return dra_kubelet::ResourceClaimFromKube(claim);
+}
+
+// ---- DevicesBackend -------------------------------------------------------------------------------
+
+DevicesBackend::DevicesBackend(DevicesBackendOptions options) : options_(std::move(options)) {
+  if (options_.sysfs != nullptr) {
+    preparer_ = std::make_unique<devices::Preparer>(
+        *options_.sysfs, [](const devices::JournalEntry&) { return absl::OkStatus(); },
+        options_.preparer);
+  }
+}
+
+void DevicesBackend::SetDevices(devices::DeviceSet set) {
+  std::lock_guard<std::mutex> lock(mu_);
+  set_ = std::move(set);
+}
+
+std::string DevicesBackend::JournalPath(const std::string& claim_uid,
+                                        const std::string& device) const {
+  return options_.journal_dir + "/" + claim_uid + "_" + device + ".json";
+}
+
+absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
+    const dra_kubelet::DevicePrepareRequest& request) {
+  if (request.pool != options_.pool) {
+    return FailedPrecondition("device " + request.pool + "/" + request.device +
+                              " is not in this node's pool " + options_.pool);
+  }
+  devices::DraDevice device;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const devices::DraDevice* found = set_.Find(request.device);
+    if (found == nullptr) {
+      return NotFound("device " + request.device + " is not on node " + options_.pool +
+                      " any more (was it removed or renamed by a rescan?)");
+    }
+    device = *found;
+  }
+  if (request.config.bind_driver) {
+    if (*request.config.bind_driver != "vfio-pci") {
+      return InvalidArgument("device " + request.device + ": bindDriver \"" +
+                             *request.config.bind_driver + "\" is not supported (only vfio-pci)");
+    }
+    device.preparation.bind_vfio = true;
+  }
+  const devices::Preparation& prep = device.preparation;
+  bool has_actions = prep.bind_vfio || prep.sriov_num_vfs > 0 || prep.init.has_value();
+  if (has_actions && !request.admin_access) {
+    if (preparer_ == nullptr) {
+      return FailedPrecondition("device " + request.device +
+                                " needs hardware preparation but devlet-node has no sysfs");
+    }
+    // The journal is rewritten before each step so that a crash can be undone.
+    std::error_code ec;
+    fs::create_directories(options_.journal_dir, ec);
+    const std::string path = JournalPath(request.claim.uid, request.device);
+    DEVLET_ASSIGN_OR_RETURN(std::vector<devices::ActionRecord> done, ReadJournal(path));
+    if (done.empty()) {
+      std::vector<devices::ActionRecord> journal;
+      devices::Preparer preparer(
+          *options_.sysfs,
+          [&](const devices::JournalEntry& entry) -> absl::Status {
+            if (entry.phase != devices::JournalEntry::Phase::kDo) return absl::OkStatus();
+            auto it = std::find_if(journal.begin(), journal.end(), [&](const auto& r) {
+              return r.kind == entry.action.kind && r.device == entry.action.device;
+            });
+            if (it == journal.end()) {
+              journal.push_back(entry.action);
+            } else {
+              *it = entry.action;
+            }
+            return WriteJournal(path, journal);
+          },
+          options_.preparer);
+      absl::StatusOr<std::vector<devices::ActionRecord>> records = preparer.Prepare(device);
+      if (!records.ok()) {
+        ::unlink(path.c_str());  // rolled back by the preparer
+        return WithContext(records.status(), "preparing device " + request.device);
+      }
+      DEVLET_RETURN_IF_ERROR(WriteJournal(path, *records));
+    }
+  }
+  dra_kubelet::PreparedDevice out;
+  out.edits.env.push_back(EnvName(request.device) + "=" + request.pool + "/" + request.device);
+  for (const auto& [name, value] : request.config.env) out.edits.env.push_back(name + "=" + value);
+  std::string pci = device.pci_address;
+  if (pci.empty() && preparer_ != nullptr && !prep.sriov_pf.empty()) {
+    auto index = device.attributes.find("vfIndex");
+    if (index != device.attributes.end() && std::holds_alternative<std::int64_t>(index->second)) {
+      absl::StatusOr<std::string> vf = preparer_->VfAddress(
+          prep.sriov_pf, static_cast<int>(std::get<std::int64_t>(index->second)));
+      if (vf.ok()) pci = *vf;
+    }
+  }
+  if (!pci.empty() && options_.sysfs != nullptr) {
+    absl::StatusOr<devices::DeviceNodeSet> nodes =
+        devices::DeviceNodesFor(*options_.sysfs, pci, options_.preparer.procfs);
+    if (!nodes.ok()) {
+      return WithContext(nodes.status(), "device " + request.device + " (" + pci + ")");
+    }
+    for (const std::string& node : nodes->device_nodes) out.edits.device_nodes.push_back({node, "", ""});
+    for (const std::string& node : nodes->shared_nodes) out.edits.device_nodes.push_back({node, "", ""});
+    if (pci != device.pci_address && devices::IsValidPciBusId(pci)) {
+      device.attributes[std::string(devices::kAttrPciBusId)] = pci;
+    }
+  }
+  for (const auto& [name, value] : device.attributes) {
+    out.attributes[name] = ToPluginAttribute(value);
+  }
+  if (device.numa_node && !out.attributes.contains(std::string(devices::kAttrNumaNode))) {
+    out.attributes[std::string(devices::kAttrNumaNode)] = static_cast<std::int64_t>(*device.numa_node);
+  }
+  return out;
+}
+
+absl::Status DevicesBackend::Unprepare(const dra_kubelet::DeviceUnprepareRequest& request) {
+  if (options_.journal_dir.empty()) return absl::OkStatus();
+  const std::string path = JournalPath(request.claim_uid, request.device);
+  DEVLET_ASSIGN_OR_RETURN(std::vector<devices::ActionRecord> records, ReadJournal(path));
+  if (!records.empty()) {
+    if (preparer_ == nullptr) {
+      return FailedPrecondition("device " + request.device +
+                                " has preparation actions to undo but devlet-node has no sysfs");
+    }
+    DEVLET_RETURN_IF_ERROR(
+        WithContext(preparer_->Unprepare(records), "unpreparing device " + request.device));
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoToStatus(errno, "removing preparation journal " + path);
+  }
+  return absl::OkStatus();
+}
+
+// ---- CheckpointClaimsView -------------------------------------------------------------------------
+
+CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root)
+    : store_(store), cdi_root_(std::move(cdi_root)) {}
+
+std::vector<nri::PreparedClaim> CheckpointClaimsView::ClaimsForPod(std::string_view pod_uid) const {
+  std::vector<nri::PreparedClaim> out;
+  absl::StatusOr<std::vector<state::PreparedClaim>> claims = store_.FindByPod(std::string(pod_uid));
+  if (!claims.ok()) {
+    log::Logger().Error(claims.status(), "Cannot read the checkpoint", "pod", pod_uid);
+    return out;
+  }
+  for (const state::PreparedClaim& claim : *claims) {
+    if (claim.state != state::ClaimState::kPrepareCompleted) continue;
+    cdi::Registry registry;
+    for (const std::string& file : claim.files) {
+      if (file.size() < 5 || file.compare(file.size() - 5, 5, ".json") != 0) continue;
+      std::ifstream in(file);
+      if (!in) continue;
+      std::stringstream text;
+      text << in.rdbuf();
+      absl::StatusOr<cdi::Spec> spec = cdi::DecodeSpec(text.str());
+      if (spec.ok()) registry.Add(file, 0, *std::move(spec));
+    }
+    nri::PreparedClaim p;
+    p.uid = claim.uid;
+    p.namespace_name = claim.namespace_name;
+    p.name = claim.name;
+    for (const state::PreparedDevice& device : claim.devices) {
+      nri::PreparedDevice d;
+      d.request = device.requests.empty() ? "" : device.requests.front();
+      d.driver = device.driver;
+      d.pool = device.pool;
+      d.device = device.device;
+      d.cdi_device_names = device.cdi_device_ids;
+      absl::StatusOr<cdi::ContainerEdits> edits = registry.Resolve(device.cdi_device_ids);
+      if (edits.ok()) {
+        d.edits = ToNriEdits(*edits);
+      } else {
+        log::Logger().V(1).Info("CDI devices of a prepared claim do not resolve", "claim",
+                                claim.namespace_name + "/" + claim.name, "err", edits.status());
+      }
+      auto numa = device.attributes.find(std::string(devices::kAttrNumaNode));
+      if (numa == device.attributes.end()) numa = device.attributes.find("numaNode");
+      if (numa != device.attributes.end()) {
+        try {
+          d.numa_nodes.push_back(std::stoi(numa->second));
+        } catch (const std::exception&) {
+          // Not a single NUMA node: no affinity.
+        }
+      }
+      p.devices.push_back(std::move(d));
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace devlet::node

@@ -41,7 +41,7 @@ fail() { echo "DEMO FAILED: $*" >&2; exit 1; }
 MODULES='common;kube;kube/client;cdi;state;devices;dra-kubelet;nri-plugin;node;cmd/devlet-node;allocator/cel;allocator;cmd/devlet-alloc'
 if [[ $DO_BUILD == 1 ]]; then
   say "Building devlet-node, devlet-node-demo, devlet-simnode and devlet-alloc in $BUILD"
-  if [[ ! -f "$BUILD/build.ninja" ]]; then
+  if [[ ! -f "$BUILD/build.ninja" ]] || ! ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^devlet-node-demo:'; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DDEVLET_ONLY_MODULES="$MODULES" \
       -DDEVLET_BUILD_TESTS=OFF -DDEVLET_BUILD_BENCHMARKS=OFF -DDEVLET_BUILD_INTEGRATION=OFF
   fi
@@ -104,7 +104,7 @@ else
   echo "devlet-alloc is not built: using the hand-written allocation examples/node/allocated/training.json"
   cp "$ROOT/examples/node/allocated/training.json" "$WORK/allocated.json"
 fi
-grep -E '"(request|device)":' "$WORK/allocated.json" | paste - - | sed 's/^ */    /'
+grep -oE '"(request|device)": *"[^"]*"' "$WORK/allocated.json" | paste - - | sed 's/^/    /'
 "$DEMO_BIN" bind --manifests "$MANIFESTS" --allocated "$WORK/allocated.json" --pod ml/training
 
 say "4. The kubelet and the runtime for pod ml/training"
@@ -126,7 +126,14 @@ if [[ $CHECK == 1 ]]; then
   say "Checks"
   grep -q '"failures": 0' "$WORK/report.json" || fail "report has failures"
   grep -q '"CDI_devices"' "$WORK/report.json" || fail "no CDI devices in the adjustment"
-  grep -q '"cpus": "[0-9]' "$WORK/report.json" || fail "no cpuset in the adjustment"
+  # gpu-0, gpu-1 and nic-0 sit on NUMA node 0 of the simulated machine: CPUs 0-7 and 16-23.
+  grep -q '"cpus": "0-7,16-23"' "$WORK/report.json" || fail "cpuset not aligned with NUMA node 0"
+  grep -q '"mems": "0"' "$WORK/report.json" || fail "cpuset.mems not NUMA node 0"
+  grep -q '/dev/dri/card1' "$WORK/report.json" || fail "gpu-0's device node is not in the CDI edits"
+  grep -q 'dra-device-attributes/resourceclaims/training/gpus/devlet.io-metadata.json' \
+    "$WORK/report.json" || fail "no device-metadata mount"
+  [[ $(ls "$MANIFESTS"/resourceslice-*.json | wc -l) == 1 ]] || fail "expected one ResourceSlice"
+  grep -q '"name": "cpu-numa1"' "$MANIFESTS"/resourceslice-*.json || fail "CPU devices not published"
   grep -q '"cdiSpecsAfterUnprepare": \[\]' "$WORK/report.json" || fail "CDI specs left after unprepare"
   echo "all checks passed"
 fi

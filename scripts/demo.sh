@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # devlet's standalone demo: a simulated node, no cluster, everything through the real sockets.
 #
-#   scripts/demo.sh            build what it needs in build/ (cmake + ninja), then run
+#   scripts/demo.sh            install deps, build what it needs in build-demo/, then run
 #   scripts/demo.sh --no-build --build-dir DIR [--check] [--keep]
 #
 # 1. a simulated node: the 2-socket, 8-GPU, 2-NIC hwloc XML from devices/tests/data plus a fake
@@ -19,7 +19,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="$ROOT/build"
+BUILD="$ROOT/build-demo"
 DO_BUILD=1
 CHECK=0
 KEEP=0
@@ -40,6 +40,7 @@ fail() { echo "DEMO FAILED: $*" >&2; exit 1; }
 
 MODULES='common;kube;kube/client;cdi;state;devices;dra-kubelet;nri-plugin;node;cmd/devlet-node;allocator/cel;allocator;cmd/devlet-alloc'
 if [[ $DO_BUILD == 1 ]]; then
+  bash "$ROOT/scripts/install-deps.sh"
   say "Building devlet-node, devlet-node-demo, devlet-simnode and devlet-alloc in $BUILD"
   if [[ ! -f "$BUILD/build.ninja" ]] || ! ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^devlet-node-demo:'; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DDEVLET_ONLY_MODULES="$MODULES" \

@@ -22,14 +22,15 @@ jobs=${DEVLET_JOBS:-$(nproc)}
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 
 echo "== build (RelWithDebInfo) =="
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEVLET_ONLY_MODULES= \
+  -DDEVLET_BUILD_TESTS=ON -DDEVLET_BUILD_BENCHMARKS=ON -DDEVLET_BUILD_INTEGRATION=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j "$jobs" "${ctest_args[@]}"
 
 if ((fast == 0)); then
   echo "== unit tests under ASan+UBSan =="
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDEVLET_BUILD_BENCHMARKS=OFF \
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDEVLET_ONLY_MODULES= -DDEVLET_BUILD_BENCHMARKS=OFF \
     -DDEVLET_BUILD_INTEGRATION=OFF \
     "-DDEVLET_SANITIZE=address;undefined" >/dev/null
   cmake --build build-asan -j "$jobs"

@@ -2,6 +2,7 @@
 # kube/client/CMakeLists.txt. Adds the REST client, the kubeconfig / in-cluster config and
 # ApiServerStore to devlet::kube_client, and their tests against a local fake API server
 # (cpp-httplib, plain HTTP and TLS with certificates made by openssl at test time).
+include_guard(GLOBAL)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 
 target_sources(devlet_kube_client PRIVATE

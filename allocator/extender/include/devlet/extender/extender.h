@@ -1,0 +1,218 @@
+// File: devlet/extender/extender.h
+//
+// devlet-extender's logic: the structured allocator served to kube-scheduler as an extender
+// (k8s.io/kube-scheduler/extender/v1, research §7). The verbs take and return the scheduler's JSON
+// (Go field names: `Pod`, `Nodes`, `NodeNames`, `FailedNodes`, `Host`, `Score`, ...); the HTTP
+// server (devlet/extender/server.h) only routes bodies to them.
+//
+//   ClusterState state(features);
+//   DEVLET_RETURN_IF_ERROR(state.Apply(object));     // every object of the first full sync
+//   state.MarkSynced();
+//   MemoryWriter writer(state);                      // or an API-server backed ClusterWriter
+//   Extender extender(state, writer, {.mode = Mode::kAllocate});
+//   std::string reply = extender.Filter(request_body);
+//
+// Concurrency: Filter and Prioritize run concurrently with each other (shared lock on the state);
+// Bind serializes only its reservation step (allocate on the chosen node + hold the devices), so two
+// pods racing for one device never both bind. Watch events (Apply/Delete) take the exclusive lock
+// and update the allocator's snapshot incrementally (Snapshot::WithSlice etc.), never rebuilding it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "devlet/allocator/allocator.h"
+#include "devlet/allocator/features.h"
+#include "devlet/kube/codec.h"
+
+namespace devlet::extender {
+
+// Mode chooses what the extender does (`--mode`).
+enum class Mode {
+  // kScore: alongside the scheduler's DynamicResources plugin. Filter rejects only nodes that
+  // cannot fit even with every device free; Prioritize scores 0-10; no bind verb.
+  kScore,
+  // kAllocate: the extender owns DRA allocation: Filter runs the allocator per node; Bind writes
+  // the claims' status.allocation + reservedFor and binds the pod.
+  kAllocate,
+};
+
+// Policy chooses how Prioritize weighs the use of a node's devices (`--policy`).
+enum class Policy {
+  kBinPack,  // prefer nodes whose devices are already in use (keep whole nodes free)
+  kSpread,   // prefer nodes with the most free devices
+};
+
+// ParseMode / ParsePolicy read the flag values "score"|"allocate" and "binpack"|"spread".
+absl::StatusOr<Mode> ParseMode(std::string_view text);
+absl::StatusOr<Policy> ParsePolicy(std::string_view text);
+
+// ClusterState is the extender's view of the cluster: a compiled allocator snapshot, the allocated
+// devices (from claims' status.allocation plus allocations held between reservation and write),
+// claims, nodes and pods. Thread-safe.
+class ClusterState {
+ public:
+  explicit ClusterState(allocator::Features features);
+
+  // Apply adds or replaces one object (a watch ADDED/MODIFIED event or a listed object).
+  // ResourceClaimTemplates are ignored. A slice that does not compile is an error; the state then
+  // keeps the previous version of it.
+  absl::Status Apply(const kube::Object& object);
+  // Delete removes an object of `object`'s kind and name (a watch DELETED event).
+  absl::Status Delete(const kube::Object& object);
+
+  // MarkSynced records that the first full list was applied (/readyz turns ready).
+  void MarkSynced() { synced_.store(true); }
+  bool synced() const { return synced_.load(); }
+
+  // Lookups (copies; for the verbs and tests).
+  std::optional<kube::ResourceClaim> GetClaim(std::string_view ns, std::string_view name) const;
+  std::optional<kube::Node> GetNode(std::string_view name) const;
+  std::optional<kube::Pod> GetPod(std::string_view ns, std::string_view name) const;
+  // IsAllocated reports whether a device is allocated or held.
+  bool IsAllocated(std::string_view driver, std::string_view pool, std::string_view device) const;
+  size_t num_slices() const;
+  size_t num_held() const;
+
+  // Internal to the extender (the verbs): the lock, the snapshot, the allocated state.
+  std::shared_mutex& mutex() const { return mu_; }
+  const allocator::Snapshot& snapshot_locked() const { return *snapshot_; }
+  const allocator::AllocatedState& allocated_locked() const { return allocated_; }
+  std::vector<const kube::ResourceClaim*> claims_locked() const;
+  const std::map<std::string, kube::DeviceClass>& classes_locked() const { return classes_; }
+  const std::map<std::string, kube::ResourceSlice>& slices_locked() const { return slices_; }
+  const std::map<std::string, kube::Node>& nodes_locked() const { return nodes_; }
+  const kube::ResourceClaim* FindClaimLocked(std::string_view ns, std::string_view name) const;
+  // Hold records `allocation` for the claim with `uid` as in flight (exclusive lock held).
+  absl::Status HoldLocked(const std::string& uid, const kube::AllocationResult& allocation);
+  // Release drops a hold (exclusive lock held); no-op if there is none.
+  void ReleaseLocked(const std::string& uid);
+  const allocator::Features& features() const { return features_; }
+
+ private:
+  absl::Status ApplyClaimLocked(const kube::ResourceClaim& claim);
+  void DeleteClaimLocked(const std::string& key);
+
+  allocator::Features features_;
+  mutable std::shared_mutex mu_;
+  std::atomic<bool> synced_{false};
+  std::shared_ptr<const allocator::Snapshot> snapshot_;
+  allocator::AllocatedState allocated_;
+  std::map<std::string, kube::DeviceClass> classes_;
+  std::map<std::string, kube::ResourceSlice> slices_;
+  std::map<std::string, kube::DeviceTaintRule> taint_rules_;
+  std::map<std::string, kube::ResourceClaim> claims_;  // "ns/name"
+  std::map<std::string, kube::Node> nodes_;
+  std::map<std::string, kube::Pod> pods_;  // "ns/name"
+  std::map<std::string, kube::AllocationResult> held_;  // claim uid -> in-flight allocation
+};
+
+// LoadManifests applies every object in the YAML/JSON files (*.yaml, *.yml, *.json) under `dir`
+// (recursively, in name order) to `state` and marks it synced. Unknown kinds are skipped; a file
+// that does not decode is an error naming it.
+absl::Status LoadManifests(const std::string& dir, ClusterState& state);
+
+// ClusterWriter is how Bind writes to the cluster (an API server, or memory in standalone mode).
+// Errors follow devlet/kube/client.h: a stale resourceVersion is Aborted (409 Conflict), a missing
+// object NotFound.
+class ClusterWriter {
+ public:
+  virtual ~ClusterWriter() = default;
+  // GetClaim reads the current claim (after a conflict).
+  virtual absl::StatusOr<kube::ResourceClaim> GetClaim(std::string_view ns,
+                                                       std::string_view name) = 0;
+  // CreateClaim creates a claim (the pod's synthesized extended-resource claim).
+  virtual absl::StatusOr<kube::ResourceClaim> CreateClaim(const kube::ResourceClaim& claim) = 0;
+  // UpdateClaimStatus writes claim.status with claim.metadata.resourceVersion as precondition.
+  virtual absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(
+      const kube::ResourceClaim& claim) = 0;
+  // BindPod binds the pod to `node` (pods/binding), checking its UID when `uid` is not empty.
+  virtual absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
+                               std::string_view node) = 0;
+};
+
+// MemoryWriter is a ClusterWriter over the ClusterState itself (standalone `--manifests` mode and
+// tests): writes check resourceVersion, bump it and are applied to the state like watch events.
+class MemoryWriter : public ClusterWriter {
+ public:
+  explicit MemoryWriter(ClusterState& state) : state_(state) {}
+  absl::StatusOr<kube::ResourceClaim> GetClaim(std::string_view ns,
+                                               std::string_view name) override;
+  absl::StatusOr<kube::ResourceClaim> CreateClaim(const kube::ResourceClaim& claim) override;
+  absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override;
+  absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
+                       std::string_view node) override;
+
+  // bindings returns "ns/name" -> node for every pod bound so far.
+  std::map<std::string, std::string> bindings();
+
+ private:
+  ClusterState& state_;
+  std::map<std::string, std::string> bindings_;
+  std::mutex mu_;  // serializes read-check-write
+  int64_t next_version_ = 1000000;
+};
+
+// Options configure the verbs.
+struct Options {
+  Mode mode = Mode::kScore;
+  Policy policy = Policy::kBinPack;
+  // Per-request deadline for Filter's allocator runs (upstream filterTimeout); zero disables.
+  std::chrono::milliseconds filter_timeout{5000};
+  // Threads for Filter's per-node allocations (0: hardware concurrency).
+  int parallelism = 0;
+  // Conflict retries per claim in Bind.
+  int bind_retries = 5;
+};
+
+// Counters are what /metrics exports.
+struct Counters {
+  std::atomic<int64_t> filter_requests{0};
+  std::atomic<int64_t> prioritize_requests{0};
+  std::atomic<int64_t> bind_requests{0};
+  std::atomic<int64_t> bind_failures{0};
+  std::atomic<int64_t> bad_requests{0};
+  std::atomic<int64_t> conflicts{0};
+  std::atomic<int64_t> filter_micros_total{0};
+  std::atomic<int64_t> prioritize_micros_total{0};
+};
+
+// Extender implements the verbs on JSON bodies. Every verb returns a JSON reply the scheduler
+// understands; problems go into its `Error` field (so the scheduler's `ignorable` decides).
+class Extender {
+ public:
+  Extender(ClusterState& state, ClusterWriter& writer, Options options);
+
+  // Filter: ExtenderArgs -> ExtenderFilterResult.
+  std::string Filter(std::string_view body);
+  // Prioritize: ExtenderArgs -> HostPriorityList (errors: an empty list; see LastError in logs).
+  std::string Prioritize(std::string_view body);
+  // Bind: ExtenderBindingArgs -> ExtenderBindingResult.
+  std::string Bind(std::string_view body);
+
+  const Counters& counters() const { return counters_; }
+  const Options& options() const { return options_; }
+  ClusterState& state() { return state_; }
+  const ClusterState& state() const { return state_; }
+
+ private:
+  ClusterState& state_;
+  ClusterWriter& writer_;
+  Options options_;
+  Counters counters_;
+  std::mutex pods_mu_;
+  std::map<std::string, kube::Pod> pods_seen_;  // "ns/name" -> pod from the last Filter
+};
+
+}  // namespace devlet::extender

@@ -1,0 +1,622 @@
+// The extender verbs: filter, prioritize, bind.
+#include "devlet/extender/extender.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "devlet/common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace devlet::extender {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kExtendedResourceClaimAnnotation =
+    "resource.kubernetes.io/extended-resource-claim";
+constexpr std::string_view kImplicitClassPrefix = "deviceclass.resource.kubernetes.io/";
+
+// Field finds a Go-named field; Go's decoder matches names case-insensitively.
+const json* Field(const json& object, std::string_view name) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(std::string(name));
+  if (it != object.end()) return &*it;
+  for (auto i = object.begin(); i != object.end(); ++i) {
+    const std::string& key = i.key();
+    if (key.size() == name.size() &&
+        std::equal(key.begin(), key.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return &*i;
+    }
+  }
+  return nullptr;
+}
+
+absl::StatusOr<json> ParseBody(std::string_view body) {
+  json parsed = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return InvalidArgument("request body is not valid JSON");
+  if (!parsed.is_object()) return InvalidArgument("request body is not a JSON object");
+  return parsed;
+}
+
+template <typename T>
+absl::StatusOr<T> DecodeTyped(json value, std::string_view api_version, std::string_view kind,
+                              std::string_view what) {
+  if (!value.is_object()) return InvalidArgument(std::string(what) + ": not a JSON object");
+  // The scheduler's objects come from informers: TypeMeta is usually empty.
+  if (!value.contains("apiVersion")) value["apiVersion"] = api_version;
+  if (!value.contains("kind")) value["kind"] = kind;
+  auto decoded = kube::DecodeOne<T>(value.dump(), {.source = std::string(what)});
+  if (!decoded.ok()) return WithContext(decoded.status(), what);
+  return decoded;
+}
+
+std::string Key(std::string_view ns, std::string_view name) {
+  return std::string(ns) + "/" + std::string(name);
+}
+
+// Request is a parsed ExtenderArgs.
+struct Request {
+  kube::Pod pod;
+  bool node_names = false;                  // NodeNames given (nodeCacheCapable)
+  std::vector<std::string> names;           // candidate node names, in order
+  std::map<std::string, json> node_json;    // name -> Node JSON (Nodes form)
+  std::map<std::string, kube::Node> nodes;  // name -> decoded Node (Nodes form)
+};
+
+absl::StatusOr<Request> ParseArgs(std::string_view body) {
+  DEVLET_ASSIGN_OR_RETURN(json args, ParseBody(body));
+  Request request;
+  const json* pod = Field(args, "Pod");
+  if (pod == nullptr || pod->is_null()) return InvalidArgument("ExtenderArgs: Pod is missing");
+  DEVLET_ASSIGN_OR_RETURN(request.pod,
+                          DecodeTyped<kube::Pod>(*pod, "v1", "Pod", "ExtenderArgs.Pod"));
+  const json* names = Field(args, "NodeNames");
+  const json* nodes = Field(args, "Nodes");
+  if (names != nullptr && !names->is_null()) {
+    if (!names->is_array()) return InvalidArgument("ExtenderArgs.NodeNames: not an array");
+    request.node_names = true;
+    for (const json& name : *names) {
+      if (!name.is_string()) return InvalidArgument("ExtenderArgs.NodeNames: not a string");
+      request.names.push_back(name.get<std::string>());
+    }
+  } else if (nodes != nullptr && !nodes->is_null()) {
+    const json* items = Field(*nodes, "items");
+    if (items == nullptr || !items->is_array()) {
+      return InvalidArgument("ExtenderArgs.Nodes.items: not an array");
+    }
+    for (size_t i = 0; i < items->size(); ++i) {
+      DEVLET_ASSIGN_OR_RETURN(
+          kube::Node node,
+          DecodeTyped<kube::Node>((*items)[i], "v1", "Node",
+                                  "ExtenderArgs.Nodes.items[" + std::to_string(i) + "]"));
+      std::string name = node.metadata.name;
+      request.names.push_back(name);
+      request.node_json[name] = (*items)[i];
+      request.nodes[name] = std::move(node);
+    }
+  } else {
+    return InvalidArgument("ExtenderArgs: neither NodeNames nor Nodes is set");
+  }
+  return request;
+}
+
+// PodClaims are a pod's claims as the scheduler resolves them.
+struct PodClaims {
+  std::vector<kube::ResourceClaim> allocated;  // already allocated (node restriction applies)
+  std::vector<kube::ResourceClaim> pending;    // to allocate
+  std::optional<size_t> synthesized;           // index in `pending` of the extended-resource claim
+  std::string unresolvable;                    // non-empty: cannot schedule until this changes
+};
+
+absl::StatusOr<int64_t> WholeCount(const kube::Quantity& quantity, std::string_view what) {
+  const std::string& text = quantity.str();
+  if (text.empty() || text.size() > 18 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return InvalidArgument(std::string(what) + ": extended resource quantity \"" + text +
+                           "\" is not a whole number");
+  }
+  return std::stoll(text);
+}
+
+// Resolve needs the state's shared (or exclusive) lock held.
+absl::StatusOr<PodClaims> Resolve(const ClusterState& state, const kube::Pod& pod) {
+  PodClaims out;
+  const std::string pod_key = Key(pod.metadata.namespace_, pod.metadata.name);
+  for (const kube::PodResourceClaim& entry : pod.spec.resource_claims) {
+    std::optional<std::string> claim_name = entry.resource_claim_name;
+    if (!claim_name) {
+      if (!entry.resource_claim_template_name) {
+        return InvalidArgument("Pod \"" + pod_key + "\": spec.resourceClaims[" + entry.name +
+                               "] names neither a claim nor a template");
+      }
+      bool found = false;
+      for (const auto& status : pod.status.resource_claim_statuses) {
+        if (status.name != entry.name) continue;
+        found = true;
+        claim_name = status.resource_claim_name;
+      }
+      if (!found) {
+        out.unresolvable = "waiting for resource claim creation: pod \"" + pod_key +
+                           "\" claim \"" + entry.name + "\" from template \"" +
+                           *entry.resource_claim_template_name + "\"";
+        return out;
+      }
+      if (!claim_name) continue;  // the template generated no claim: not needed
+    }
+    const kube::ResourceClaim* claim =
+        state.FindClaimLocked(pod.metadata.namespace_, *claim_name);
+    if (claim == nullptr) {
+      out.unresolvable = "resourceclaim \"" + pod.metadata.namespace_ + "/" + *claim_name +
+                         "\" not found (pod \"" + pod_key + "\")";
+      return out;
+    }
+    if (claim->metadata.deletion_timestamp) {
+      out.unresolvable = "resourceclaim \"" + *claim_name + "\" is being deleted";
+      return out;
+    }
+    if (claim->status.allocation) {
+      out.allocated.push_back(*claim);
+    } else {
+      out.pending.push_back(*claim);
+    }
+  }
+  // Extended resources backed by DeviceClasses (DRAExtendedResource): one synthesized claim.
+  if (pod.status.extended_resource_claim_status) {
+    const std::string& name = pod.status.extended_resource_claim_status->resource_claim_name;
+    if (const kube::ResourceClaim* claim = state.FindClaimLocked(pod.metadata.namespace_, name)) {
+      (claim->status.allocation ? out.allocated : out.pending).push_back(*claim);
+    }
+    return out;
+  }
+  kube::ResourceClaim special;
+  std::vector<const kube::Container*> containers;
+  for (const auto& c : pod.spec.init_containers) containers.push_back(&c);
+  for (const auto& c : pod.spec.containers) containers.push_back(&c);
+  for (size_t i = 0; i < containers.size(); ++i) {
+    std::map<std::string, kube::Quantity> wanted = containers[i]->resources.limits;
+    for (const auto& [name, q] : containers[i]->resources.requests) wanted[name] = q;
+    int j = 0;
+    for (const auto& [resource, quantity] : wanted) {
+      const kube::DeviceClass* device_class = nullptr;
+      for (const auto& [class_name, c] : state.classes_locked()) {
+        if ((c.spec.extended_resource_name && *c.spec.extended_resource_name == resource) ||
+            resource == std::string(kImplicitClassPrefix) + class_name) {
+          device_class = &c;
+          break;
+        }
+      }
+      if (device_class == nullptr) continue;
+      DEVLET_ASSIGN_OR_RETURN(int64_t count,
+                              WholeCount(quantity, "Pod \"" + pod_key + "\" container \"" +
+                                                       containers[i]->name + "\" " + resource));
+      if (count == 0) continue;
+      kube::DeviceRequest request;
+      request.name = "container-" + std::to_string(i) + "-request-" + std::to_string(j++);
+      request.exactly.emplace();
+      request.exactly->device_class_name = device_class->metadata.name;
+      request.exactly->allocation_mode = "ExactCount";
+      request.exactly->count = count;
+      special.spec.devices.requests.push_back(std::move(request));
+    }
+  }
+  if (!special.spec.devices.requests.empty()) {
+    special.metadata.namespace_ = pod.metadata.namespace_;
+    special.metadata.name = pod.metadata.name + "-extended-resources";
+    special.metadata.uid = "extended-resources-" + pod.metadata.uid;
+    special.metadata.annotations[std::string(kExtendedResourceClaimAnnotation)] = "true";
+    out.synthesized = out.pending.size();
+    out.pending.push_back(std::move(special));
+  }
+  return out;
+}
+
+// NodeFitsAllocated checks the node restriction of already allocated claims.
+std::string AllocatedMismatch(const PodClaims& claims, const kube::Node& node) {
+  for (const auto& claim : claims.allocated) {
+    const auto& selector = claim.status.allocation->node_selector;
+    if (selector && !kube::MatchesNode(*selector, node)) {
+      return "resourceclaim \"" + claim.metadata.name +
+             "\" is allocated to devices not available on node \"" + node.metadata.name + "\"";
+    }
+  }
+  return "";
+}
+
+std::vector<const kube::ResourceClaim*> Pointers(const std::vector<kube::ResourceClaim>& claims) {
+  std::vector<const kube::ResourceClaim*> out;
+  for (const auto& c : claims) out.push_back(&c);
+  return out;
+}
+
+// ParallelFor runs fn(i) for i in [0, n) on up to `threads` threads.
+template <typename Fn>
+void ParallelFor(size_t n, int threads, Fn fn) {
+  size_t workers = threads > 0 ? static_cast<size_t>(threads)
+                               : std::max(1u, std::thread::hardware_concurrency());
+  workers = std::min(workers, n);
+  if (workers <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) fn(i);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+json FilterReply(const Request& request, const std::vector<std::string>& passed,
+                 const std::map<std::string, std::string>& failed,
+                 const std::map<std::string, std::string>& unresolvable, const std::string& error) {
+  json reply = {{"Nodes", nullptr},
+                {"NodeNames", nullptr},
+                {"FailedNodes", json::object()},
+                {"FailedAndUnresolvableNodes", json::object()},
+                {"Error", error}};
+  if (request.node_names) {
+    reply["NodeNames"] = passed;
+  } else {
+    json items = json::array();
+    for (const auto& name : passed) items.push_back(request.node_json.at(name));
+    reply["Nodes"] = {{"metadata", json::object()}, {"items", items}};
+  }
+  for (const auto& [k, v] : failed) reply["FailedNodes"][k] = v;
+  for (const auto& [k, v] : unresolvable) reply["FailedAndUnresolvableNodes"][k] = v;
+  return reply;
+}
+
+std::string ErrorFilterReply(const std::string& error) {
+  return json({{"Nodes", nullptr},
+               {"NodeNames", nullptr},
+               {"FailedNodes", json::object()},
+               {"FailedAndUnresolvableNodes", json::object()},
+               {"Error", error}})
+      .dump();
+}
+
+// LookupNode returns the Node for a candidate: from the request (Nodes form) or the state.
+const kube::Node* LookupNode(const ClusterState& state, const Request& request,
+                             const std::string& name) {
+  auto it = request.nodes.find(name);
+  if (it != request.nodes.end()) return &it->second;
+  auto jt = state.nodes_locked().find(name);
+  return jt == state.nodes_locked().end() ? nullptr : &jt->second;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string AttrText(const kube::DeviceAttribute& a) {
+  if (a.int_value) return std::to_string(*a.int_value);
+  if (a.string_value) return *a.string_value;
+  return "";
+}
+
+const allocator::AllocatedState& EmptyState() {
+  static const allocator::AllocatedState* empty = new allocator::AllocatedState();
+  return *empty;
+}
+
+}  // namespace
+
+Extender::Extender(ClusterState& state, ClusterWriter& writer, Options options)
+    : state_(state), writer_(writer), options_(options) {}
+
+std::string Extender::Filter(std::string_view body) {
+  ++counters_.filter_requests;
+  const auto start = Clock::now();
+  absl::StatusOr<Request> request = ParseArgs(body);
+  if (!request.ok()) {
+    ++counters_.bad_requests;
+    return ErrorFilterReply(Message(request.status()));
+  }
+  {
+    std::lock_guard lock(pods_mu_);
+    if (pods_seen_.size() > 10000) pods_seen_.clear();
+    pods_seen_[Key(request->pod.metadata.namespace_, request->pod.metadata.name)] = request->pod;
+  }
+  std::shared_lock lock(state_.mutex());
+  absl::StatusOr<PodClaims> claims = Resolve(state_, request->pod);
+  if (!claims.ok()) return ErrorFilterReply(Message(claims.status()));
+  std::map<std::string, std::string> failed;
+  std::map<std::string, std::string> unresolvable;
+  if (!claims->unresolvable.empty()) {
+    for (const auto& name : request->names) unresolvable[name] = claims->unresolvable;
+    return FilterReply(*request, {}, {}, unresolvable, "").dump();
+  }
+  const size_t n = request->names.size();
+  std::vector<std::string> verdict(n);  // empty: passes
+  std::vector<bool> unknown(n, false);
+  std::vector<absl::Status> errors(n);
+  const auto pending = Pointers(claims->pending);
+  const bool score = options_.mode == Mode::kScore;
+  const allocator::AllocatedState& allocated = score ? EmptyState() : state_.allocated_locked();
+  allocator::AllocateOptions allocate_options;
+  if (options_.filter_timeout.count() > 0) {
+    allocate_options.deadline = start + options_.filter_timeout;
+  }
+  ParallelFor(n, options_.parallelism, [&](size_t i) {
+    const kube::Node* node = LookupNode(state_, *request, request->names[i]);
+    if (node == nullptr) {
+      unknown[i] = true;
+      verdict[i] = "node \"" + request->names[i] + "\" is not known to devlet-extender";
+      return;
+    }
+    verdict[i] = AllocatedMismatch(*claims, *node);
+    if (!verdict[i].empty() || pending.empty()) return;
+    allocator::AllocateOutcome out =
+        allocator::Allocate(state_.snapshot_locked(), *node, pending, allocated, allocate_options);
+    switch (out.kind) {
+      case allocator::AllocateOutcome::Kind::kAllocated:
+        break;
+      case allocator::AllocateOutcome::Kind::kUnschedulable:
+        verdict[i] = out.reason.empty() ? "cannot allocate all claims" : out.reason;
+        break;
+      case allocator::AllocateOutcome::Kind::kError:
+        if (!score) errors[i] = out.status;  // score mode: not provable, let the plugin decide
+        break;
+    }
+  });
+  counters_.filter_micros_total +=
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].ok()) return ErrorFilterReply(Message(errors[i]));
+  }
+  std::vector<std::string> passed;
+  for (size_t i = 0; i < n; ++i) {
+    if (verdict[i].empty()) {
+      passed.push_back(request->names[i]);
+    } else if (unknown[i]) {
+      unresolvable[request->names[i]] = verdict[i];
+    } else {
+      failed[request->names[i]] = verdict[i];
+    }
+  }
+  return FilterReply(*request, passed, failed, unresolvable, "").dump();
+}
+
+std::string Extender::Prioritize(std::string_view body) {
+  ++counters_.prioritize_requests;
+  const auto start = Clock::now();
+  absl::StatusOr<Request> request = ParseArgs(body);
+  if (!request.ok()) {
+    ++counters_.bad_requests;
+    // Go's extender client reads a HostPriorityList; an error body is a non-200 (see server).
+    return "";
+  }
+  std::shared_lock lock(state_.mutex());
+  json reply = json::array();
+  absl::StatusOr<PodClaims> claims = Resolve(state_, request->pod);
+  const size_t n = request->names.size();
+  std::vector<int64_t> scores(n, 0);
+  if (claims.ok() && claims->unresolvable.empty()) {
+    const auto pending = Pointers(claims->pending);
+    ParallelFor(n, options_.parallelism, [&](size_t i) {
+      const kube::Node* node = LookupNode(state_, *request, request->names[i]);
+      if (node == nullptr) return;
+      if (pending.empty()) {
+        scores[i] = 5;  // nothing to place: neutral
+        return;
+      }
+      allocator::AllocateOutcome out = allocator::Allocate(
+          state_.snapshot_locked(), *node, pending, state_.allocated_locked(), {});
+      if (out.kind != allocator::AllocateOutcome::Kind::kAllocated) return;
+      // Locality: distinct NUMA nodes (or PCIe roots) among the chosen devices.
+      std::set<std::string> numa;
+      std::set<std::string> pcie;
+      int chosen = 0;
+      for (const auto& result : out.results) {
+        for (const auto& r : result.devices.results) {
+          ++chosen;
+          for (const auto& [sname, slice] : state_.slices_locked()) {
+            if (slice.spec.driver != r.driver || slice.spec.pool.name != r.pool) continue;
+            for (const auto& d : slice.spec.devices) {
+              if (d.name != r.device) continue;
+              for (const auto& [attr, value] : d.attributes) {
+                if (EndsWith(attr, "numaNode") || EndsWith(attr, "numa")) {
+                  numa.insert(AttrText(value));
+                }
+                if (EndsWith(attr, "pcieRoot")) pcie.insert(AttrText(value));
+              }
+            }
+          }
+        }
+      }
+      double locality = 10.0;
+      if (chosen > 1) {
+        size_t distinct = static_cast<size_t>(chosen);
+        if (!numa.empty()) distinct = std::min(distinct, numa.size());
+        if (!pcie.empty()) distinct = std::min(distinct, pcie.size());
+        if (numa.empty() && pcie.empty()) distinct = 1;  // no topology known: neutral
+        locality = 10.0 / static_cast<double>(distinct);
+      }
+      // Packing: share of the node's devices in use once these are placed.
+      int total = 0;
+      int used = 0;
+      for (const auto& [sname, slice] : state_.slices_locked()) {
+        if (!slice.spec.node_name || *slice.spec.node_name != node->metadata.name) continue;
+        for (const auto& d : slice.spec.devices) {
+          ++total;
+          if (state_.allocated_locked().IsAllocated(slice.spec.driver, slice.spec.pool.name,
+                                                    d.name)) {
+            ++used;
+          }
+        }
+      }
+      double packing = 5.0;
+      if (total > 0) {
+        const double fill = std::min(1.0, static_cast<double>(used + chosen) / total);
+        packing = options_.policy == Policy::kBinPack ? 10.0 * fill : 10.0 * (1.0 - fill);
+      }
+      scores[i] = std::clamp<int64_t>(std::llround((locality + packing) / 2.0), 0, 10);
+    });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    reply.push_back({{"Host", request->names[i]}, {"Score", scores[i]}});
+  }
+  counters_.prioritize_micros_total +=
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  return reply.dump();
+}
+
+std::string Extender::Bind(std::string_view body) {
+  ++counters_.bind_requests;
+  auto fail = [this](const std::string& message) {
+    ++counters_.bind_failures;
+    return json({{"Error", message}}).dump();
+  };
+  absl::StatusOr<json> args = ParseBody(body);
+  if (!args.ok()) {
+    ++counters_.bad_requests;
+    return fail(Message(args.status()));
+  }
+  auto str = [&](std::string_view name) -> std::string {
+    const json* v = Field(*args, name);
+    return v != nullptr && v->is_string() ? v->get<std::string>() : "";
+  };
+  const std::string ns = str("PodNamespace");
+  const std::string name = str("PodName");
+  const std::string uid = str("PodUID");
+  const std::string node_name = str("Node");
+  if (name.empty() || node_name.empty()) {
+    ++counters_.bad_requests;
+    return fail("ExtenderBindingArgs: PodName and Node are required");
+  }
+  const std::string pod_key = Key(ns, name);
+  if (options_.mode != Mode::kAllocate) {
+    absl::Status status = writer_.BindPod(ns, name, uid, node_name);
+    return status.ok() ? json({{"Error", ""}}).dump() : fail(Message(status));
+  }
+  std::optional<kube::Pod> pod = state_.GetPod(ns, name);
+  if (!pod) {
+    std::lock_guard lock(pods_mu_);
+    auto it = pods_seen_.find(pod_key);
+    if (it != pods_seen_.end()) pod = it->second;
+  }
+  if (!pod) return fail("Pod \"" + pod_key + "\" is not known to devlet-extender");
+  if (!uid.empty() && !pod->metadata.uid.empty() && pod->metadata.uid != uid) {
+    return fail("Pod \"" + pod_key + "\": UID " + uid + " does not match " + pod->metadata.uid);
+  }
+
+  // Reserve: allocate on the chosen node and hold the devices, under the exclusive lock.
+  PodClaims claims;
+  std::vector<kube::AllocationResult> results;
+  {
+    std::unique_lock lock(state_.mutex());
+    absl::StatusOr<PodClaims> resolved = Resolve(state_, *pod);
+    if (!resolved.ok()) return fail(Message(resolved.status()));
+    if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
+    claims = std::move(*resolved);
+    auto node_it = state_.nodes_locked().find(node_name);
+    if (node_it == state_.nodes_locked().end()) {
+      return fail("node \"" + node_name + "\" is not known to devlet-extender");
+    }
+    std::string mismatch = AllocatedMismatch(claims, node_it->second);
+    if (!mismatch.empty()) return fail(mismatch);
+    if (!claims.pending.empty()) {
+      allocator::AllocateOutcome out =
+          allocator::Allocate(state_.snapshot_locked(), node_it->second,
+                              Pointers(claims.pending), state_.allocated_locked(), {});
+      if (out.kind == allocator::AllocateOutcome::Kind::kError) return fail(Message(out.status));
+      if (out.kind == allocator::AllocateOutcome::Kind::kUnschedulable) {
+        return fail("node \"" + node_name + "\": devices no longer available for pod \"" +
+                    pod_key + "\": " + out.reason);
+      }
+      results = std::move(out.results);
+      for (size_t i = 0; i < results.size(); ++i) {
+        absl::Status held = state_.HoldLocked(claims.pending[i].metadata.uid, results[i]);
+        if (!held.ok()) {
+          for (size_t k = 0; k < i; ++k) state_.ReleaseLocked(claims.pending[k].metadata.uid);
+          return fail(Message(held));
+        }
+      }
+    }
+  }
+  auto release = [&] {
+    std::unique_lock lock(state_.mutex());
+    for (const auto& claim : claims.pending) state_.ReleaseLocked(claim.metadata.uid);
+  };
+
+  kube::ResourceClaimConsumerReference consumer;
+  consumer.resource = "pods";
+  consumer.name = name;
+  consumer.uid = pod->metadata.uid;
+  // Write: each claim's status with resourceVersion preconditions; a conflict re-reads.
+  auto write = [&](kube::ResourceClaim claim,
+                   const std::optional<kube::AllocationResult>& allocation) -> absl::Status {
+    for (int attempt = 0; attempt <= options_.bind_retries; ++attempt) {
+      if (allocation) {
+        if (claim.status.allocation && !(*claim.status.allocation == *allocation)) {
+          return absl::AbortedError("ResourceClaim \"" +
+                                    Key(claim.metadata.namespace_, claim.metadata.name) +
+                                    "\" was allocated by someone else meanwhile");
+        }
+        claim.status.allocation = *allocation;
+      }
+      bool reserved = false;
+      for (const auto& r : claim.status.reserved_for) reserved |= r.uid == consumer.uid;
+      if (!reserved) claim.status.reserved_for.push_back(consumer);
+      absl::StatusOr<kube::ResourceClaim> written = writer_.UpdateClaimStatus(claim);
+      if (written.ok()) return state_.Apply(*written);
+      if (written.status().code() != absl::StatusCode::kAborted) return written.status();
+      ++counters_.conflicts;
+      DEVLET_ASSIGN_OR_RETURN(claim,
+                              writer_.GetClaim(claim.metadata.namespace_, claim.metadata.name));
+    }
+    return absl::AbortedError("ResourceClaim \"" +
+                              Key(claim.metadata.namespace_, claim.metadata.name) +
+                              "\": gave up after " + std::to_string(options_.bind_retries) +
+                              " conflicting updates");
+  };
+  for (size_t i = 0; i < claims.pending.size(); ++i) {
+    kube::ResourceClaim claim = claims.pending[i];
+    if (claims.synthesized && *claims.synthesized == i) {
+      absl::StatusOr<kube::ResourceClaim> created = writer_.CreateClaim(claim);
+      if (!created.ok()) {
+        release();
+        return fail(Message(WithContext(created.status(), "creating the extended-resource claim")));
+      }
+      // The hold was keyed by the synthesized uid; move it to the created claim's.
+      {
+        std::unique_lock lock(state_.mutex());
+        state_.ReleaseLocked(claim.metadata.uid);
+        (void)state_.HoldLocked(created->metadata.uid, results[i]);
+      }
+      claims.pending[i].metadata.uid = created->metadata.uid;
+      claim = *created;
+    }
+    absl::Status status = write(claim, results[i]);
+    if (!status.ok()) {
+      release();
+      return fail(Message(status));
+    }
+  }
+  for (const auto& claim : claims.allocated) {
+    absl::Status status = write(claim, std::nullopt);
+    if (!status.ok()) {
+      release();
+      return fail(Message(status));
+    }
+  }
+  absl::Status bound = writer_.BindPod(ns, name, uid, node_name);
+  if (!bound.ok()) {
+    release();
+    return fail(Message(WithContext(bound, "binding pod \"" + pod_key + "\"")));
+  }
+  release();  // no-op for claims whose written allocation replaced the hold
+  return json({{"Error", ""}}).dump();
+}
+
+}  // namespace devlet::extender

@@ -1,0 +1,373 @@
+// HTTP-level tests: the real server on a loopback port, driven with the scheduler's JSON (Go field
+// names, as k8s.io/kube-scheduler/extender/v1 encodes them).
+#include <httplib.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/extender/extender.h"
+#include "devlet/extender/server.h"
+#include "devlet/kube/codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace devlet::extender {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+// node-a: two GPUs on NUMA 0 and one on NUMA 1; node-b: one GPU; node-c: none.
+constexpr char kCluster[] = R"(
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  extendedResourceName: example.com/gpu
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-a-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-a
+  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {numaNode: {int: 0}}}
+  - {name: gpu-1, attributes: {numaNode: {int: 1}}}
+  - {name: gpu-2, attributes: {numaNode: {int: 0}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-b-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-b
+  pool: {name: node-b, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {numaNode: {int: 0}}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
+)";
+
+std::string ClaimYaml(const std::string& name, int count) {
+  return "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: " + name +
+         ", namespace: default, uid: uid-" + name + ", resourceVersion: '1'}\n" +
+         "spec:\n  devices:\n    requests:\n    - name: gpus\n      exactly: {deviceClassName: "
+         "gpu, count: " +
+         std::to_string(count) + "}\n";
+}
+
+// PodJson is a pod as the scheduler sends it: no apiVersion/kind (informer objects).
+json PodJson(const std::string& name, const std::vector<std::string>& claims) {
+  json pod = {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
+              {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "busybox"}}})}}}};
+  json refs = json::array();
+  for (const auto& claim : claims) refs.push_back({{"name", claim}, {"resourceClaimName", claim}});
+  pod["spec"]["resourceClaims"] = refs;
+  return pod;
+}
+
+class ExtenderHttpTest : public ::testing::Test {
+ protected:
+  void StartServer(Mode mode, const std::vector<std::string>& extra_yaml = {}) {
+    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(kCluster));
+    for (const auto& yaml : extra_yaml) {
+      ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> more, kube::Decode(yaml));
+      objects.insert(objects.end(), more.begin(), more.end());
+    }
+    for (const auto& object : objects) ASSERT_OK(state_.Apply(object));
+    extender_ = std::make_unique<Extender>(state_, writer_, Options{.mode = mode});
+    server_ = std::make_unique<Server>(
+        *extender_, ServerOptions{.host = "127.0.0.1", .port = 0, .prefix = "/devlet/"});
+    ASSERT_OK(server_->Start());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_keep_alive(true);
+  }
+  void TearDown() override {
+    client_.reset();  // close the keep-alive connection first
+    if (server_) server_->Stop();
+  }
+
+  json Post(const std::string& verb, const std::string& body, int want_status = 200) {
+    auto res = client_->Post("/devlet/" + verb, body, "application/json");
+    EXPECT_TRUE(res) << "no response for " << verb;
+    if (!res) return nullptr;
+    EXPECT_EQ(res->status, want_status) << res->body;
+    if (res->status != 200) return res->body;
+    return json::parse(res->body);
+  }
+  json Filter(const json& pod, const std::vector<std::string>& nodes) {
+    return Post("filter", json({{"Pod", pod}, {"NodeNames", nodes}}).dump());
+  }
+  json Bind(const std::string& pod, const std::string& node) {
+    return Post("bind", json({{"PodName", pod},
+                              {"PodNamespace", "default"},
+                              {"PodUID", "uid-" + pod},
+                              {"Node", node}})
+                            .dump());
+  }
+
+  ClusterState state_{allocator::Features{}};
+  MemoryWriter writer_{state_};
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ExtenderHttpTest, HealthReadyAndMetrics) {
+  StartServer(Mode::kAllocate);
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(client_->Get("/readyz")->status, 503);
+  state_.MarkSynced();
+  EXPECT_EQ(client_->Get("/readyz")->status, 200);
+  Filter(PodJson("p", {}), {"node-a"});
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("devlet_extender_filter_requests_total 1\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("devlet_extender_ready 1\n"));
+}
+
+TEST_F(ExtenderHttpTest, AllocateFilterNodeNamesWithReasons) {
+  StartServer(Mode::kAllocate, {ClaimYaml("two", 2)});
+  json reply = Filter(PodJson("p", {"two"}), {"node-a", "node-b", "node-c", "node-x"});
+  EXPECT_EQ(reply["Error"], "");
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+  EXPECT_TRUE(reply["Nodes"].is_null());
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-b"));
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-c"));
+  EXPECT_THAT(reply["FailedAndUnresolvableNodes"]["node-x"].get<std::string>(),
+              HasSubstr("not known"));
+}
+
+TEST_F(ExtenderHttpTest, FilterNodeListFormEchoesNodes) {
+  StartServer(Mode::kAllocate, {ClaimYaml("one", 1)});
+  json nodes = {{"metadata", json::object()},
+                {"items", json::array({{{"metadata", {{"name", "node-b"}}}},
+                                       {{"metadata", {{"name", "node-c"}}}}})}};
+  json reply = Post("filter", json({{"Pod", PodJson("p", {"one"})}, {"Nodes", nodes}}).dump());
+  EXPECT_EQ(reply["Error"], "");
+  ASSERT_EQ(reply["Nodes"]["items"].size(), 1u);
+  EXPECT_EQ(reply["Nodes"]["items"][0]["metadata"]["name"], "node-b");
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-c"));
+}
+
+TEST_F(ExtenderHttpTest, BadInputGivesClearErrors) {
+  StartServer(Mode::kAllocate);
+  EXPECT_THAT(Post("filter", "{not json")["Error"].get<std::string>(), HasSubstr("not valid JSON"));
+  EXPECT_THAT(Post("filter", "[]")["Error"].get<std::string>(), HasSubstr("not a JSON object"));
+  EXPECT_THAT(Post("filter", R"({"NodeNames":["a"]})")["Error"].get<std::string>(),
+              HasSubstr("Pod is missing"));
+  EXPECT_THAT(Post("filter", R"({"Pod":{"metadata":{"name":3}},"NodeNames":["a"]})")["Error"]
+                  .get<std::string>(),
+              HasSubstr("metadata.name"));
+  EXPECT_THAT(Post("filter", R"({"Pod":{"metadata":{"name":"p"}}})")["Error"].get<std::string>(),
+              HasSubstr("neither NodeNames nor Nodes"));
+  Post("prioritize", "garbage", 400);
+  EXPECT_THAT(Post("bind", "garbage")["Error"].get<std::string>(), HasSubstr("not valid JSON"));
+  EXPECT_THAT(Post("bind", R"({"PodName":"p"})")["Error"].get<std::string>(),
+              HasSubstr("required"));
+  EXPECT_THAT(Bind("nobody", "node-a")["Error"].get<std::string>(), HasSubstr("not known"));
+  EXPECT_EQ(client_->Post("/devlet/preempt", "{}", "application/json")->status, 404);
+  std::string huge(17u << 20, ' ');
+  auto res = client_->Post("/devlet/filter", huge, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413);
+  // Go decoding is case-insensitive: lower-case field names work too.
+  json reply = Post("filter", json({{"pod", PodJson("p", {})}, {"nodenames", {"node-a"}}}).dump());
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+}
+
+TEST_F(ExtenderHttpTest, MissingClaimsAreUnresolvable) {
+  StartServer(Mode::kAllocate);
+  json pod = PodJson("p", {"absent"});
+  json reply = Filter(pod, {"node-a"});
+  EXPECT_THAT(reply["FailedAndUnresolvableNodes"]["node-a"].get<std::string>(),
+              HasSubstr("\"default/absent\" not found"));
+  pod["spec"]["resourceClaims"] = json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "t"}}});
+  reply = Filter(pod, {"node-a"});
+  EXPECT_THAT(reply["FailedAndUnresolvableNodes"]["node-a"].get<std::string>(),
+              HasSubstr("waiting for resource claim creation"));
+}
+
+TEST_F(ExtenderHttpTest, TemplateClaimResolvedThroughPodStatus) {
+  StartServer(Mode::kAllocate, {ClaimYaml("p-gpu-abcde", 2)});
+  json pod = PodJson("p", {});
+  pod["spec"]["resourceClaims"] = json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "t"}}});
+  pod["status"]["resourceClaimStatuses"] =
+      json::array({{{"name", "gpu"}, {"resourceClaimName", "p-gpu-abcde"}}});
+  EXPECT_EQ(Filter(pod, {"node-a", "node-b"})["NodeNames"], json({"node-a"}));
+}
+
+TEST_F(ExtenderHttpTest, BindWritesAllocationAndReservedFor) {
+  StartServer(Mode::kAllocate, {ClaimYaml("two", 2)});
+  json pod = PodJson("p", {"two"});
+  EXPECT_EQ(Filter(pod, {"node-a"})["NodeNames"], json({"node-a"}));
+  EXPECT_EQ(Bind("p", "node-a")["Error"], "");
+  std::optional<kube::ResourceClaim> claim = state_.GetClaim("default", "two");
+  ASSERT_TRUE(claim && claim->status.allocation);
+  EXPECT_EQ(claim->status.allocation->devices.results.size(), 2u);
+  ASSERT_EQ(claim->status.reserved_for.size(), 1u);
+  EXPECT_EQ(claim->status.reserved_for[0].resource, "pods");
+  EXPECT_EQ(claim->status.reserved_for[0].uid, "uid-p");
+  EXPECT_NE(claim->metadata.resource_version, "1");
+  EXPECT_EQ(writer_.bindings().at("default/p"), "node-a");
+  EXPECT_EQ(state_.num_held(), 0u);
+  // Two of node-a's three GPUs are taken now: another two-GPU claim no longer fits there.
+  ASSERT_OK_AND_ASSIGN(auto more, kube::Decode(ClaimYaml("two-more", 2)));
+  ASSERT_OK(state_.Apply(more[0]));
+  json reply = Filter(PodJson("q", {"two-more"}), {"node-a"});
+  EXPECT_THAT(reply["NodeNames"], IsEmpty());
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-a"));
+}
+
+TEST_F(ExtenderHttpTest, TwoPodsRacingForOneDeviceNeverBothBind) {
+  StartServer(Mode::kAllocate, {ClaimYaml("c1", 1), ClaimYaml("c2", 1)});
+  for (int round = 0; round < 1; ++round) {
+    EXPECT_EQ(Filter(PodJson("p1", {"c1"}), {"node-b"})["NodeNames"], json({"node-b"}));
+    EXPECT_EQ(Filter(PodJson("p2", {"c2"}), {"node-b"})["NodeNames"], json({"node-b"}));
+  }
+  std::atomic<int> ok{0};
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      httplib::Client client("127.0.0.1", server_->port());
+      json args = {{"PodName", "p" + std::to_string(i + 1)},
+                   {"PodNamespace", "default"},
+                   {"PodUID", "uid-p" + std::to_string(i + 1)},
+                   {"Node", "node-b"}};
+      auto res = client.Post("/devlet/bind", args.dump(), "application/json");
+      if (!res) return;
+      std::string error = json::parse(res->body)["Error"];
+      if (error.empty()) {
+        ++ok;
+      } else {
+        errors[i] = error;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_THAT(errors[0] + errors[1], HasSubstr("no longer available"));
+  EXPECT_EQ(writer_.bindings().size(), 1u);
+  EXPECT_EQ(state_.num_held(), 0u);
+}
+
+TEST_F(ExtenderHttpTest, ExtendedResourceBecomesSynthesizedClaim) {
+  StartServer(Mode::kAllocate);
+  json pod = PodJson("x", {});
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"example.com/gpu", "2"}}}};
+  json reply = Filter(pod, {"node-a", "node-b", "node-c"});
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+  EXPECT_EQ(Bind("x", "node-a")["Error"], "");
+  std::optional<kube::ResourceClaim> claim = state_.GetClaim("default", "x-extended-resources");
+  ASSERT_TRUE(claim && claim->status.allocation);
+  EXPECT_EQ(claim->metadata.annotations.at("resource.kubernetes.io/extended-resource-claim"),
+            "true");
+  EXPECT_EQ(claim->spec.devices.requests.at(0).name, "container-0-request-0");
+  EXPECT_EQ(claim->status.allocation->devices.results.size(), 2u);
+}
+
+TEST_F(ExtenderHttpTest, PrioritizeScoresLocalityAndBinPacking) {
+  StartServer(Mode::kScore, {ClaimYaml("two", 2), ClaimYaml("one", 1)});
+  json reply = Post("prioritize",
+                    json({{"Pod", PodJson("p", {"two"})}, {"NodeNames", {"node-a", "node-c"}}})
+                        .dump());
+  ASSERT_TRUE(reply.is_array());
+  ASSERT_EQ(reply.size(), 2u);
+  EXPECT_EQ(reply[0]["Host"], "node-a");
+  // The allocator's first fit is gpu-0 + gpu-1: NUMA 0 and 1 (locality 5), 2 of 3 used
+  // (binpack 6.7): round(5.8) = 6.
+  EXPECT_EQ(reply[0]["Score"], 6);
+  EXPECT_EQ(reply[1]["Host"], "node-c");
+  EXPECT_EQ(reply[1]["Score"], 0);
+  // One GPU: node-b is filled by it (10), node-a a third (3.3).
+  reply = Post("prioritize",
+               json({{"Pod", PodJson("p", {"one"})}, {"NodeNames", {"node-a", "node-b"}}}).dump());
+  EXPECT_GT(reply[1]["Score"].get<int>(), reply[0]["Score"].get<int>());
+}
+
+TEST_F(ExtenderHttpTest, ScoreModeFilterIgnoresAllocations) {
+  StartServer(Mode::kScore, {ClaimYaml("one", 1)});
+  state_.MarkSynced();
+  ASSERT_OK_AND_ASSIGN(auto used, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: used, namespace: default, uid: uid-used}
+spec: {devices: {requests: [{name: r, exactly: {deviceClassName: gpu}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: r, driver: gpu.example.com, pool: node-b, device: gpu-0}]
+)"));
+  ASSERT_OK(state_.Apply(used[0]));
+  EXPECT_TRUE(state_.IsAllocated("gpu.example.com", "node-b", "gpu-0"));
+  // node-b's only GPU is in use, but it may be freed: score mode rejects only node-c.
+  json reply = Filter(PodJson("p", {"one"}), {"node-b", "node-c"});
+  EXPECT_EQ(reply["NodeNames"], json({"node-b"}));
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-c"));
+  // Deleting the claim frees the device.
+  ASSERT_OK(state_.Delete(used[0]));
+  EXPECT_FALSE(state_.IsAllocated("gpu.example.com", "node-b", "gpu-0"));
+}
+
+// ConflictingWriter fails the first status update with a resourceVersion conflict.
+class ConflictingWriter : public MemoryWriter {
+ public:
+  using MemoryWriter::MemoryWriter;
+  absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override {
+    if (conflicts_-- > 0) return absl::AbortedError("the object has been modified");
+    return MemoryWriter::UpdateClaimStatus(claim);
+  }
+  int conflicts_ = 1;
+};
+
+TEST(ExtenderConflictTest, ConflictRereadsAndRetries) {
+  ClusterState state{allocator::Features{}};
+  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+  for (const auto& o : objects) ASSERT_OK(state.Apply(o));
+  ASSERT_OK_AND_ASSIGN(auto claim, kube::Decode(ClaimYaml("one", 1)));
+  ASSERT_OK(state.Apply(claim[0]));
+  ConflictingWriter writer(state);
+  Extender extender(state, writer, {.mode = Mode::kAllocate});
+  json pod = PodJson("p", {"one"});
+  extender.Filter(json({{"Pod", pod}, {"NodeNames", {"node-b"}}}).dump());
+  json reply = json::parse(extender.Bind(
+      json({{"PodName", "p"}, {"PodNamespace", "default"}, {"Node", "node-b"}}).dump()));
+  EXPECT_EQ(reply["Error"], "");
+  EXPECT_EQ(extender.counters().conflicts.load(), 1);
+  EXPECT_TRUE(state.GetClaim("default", "one")->status.allocation.has_value());
+
+  // Ten conflicts in a row: bind fails cleanly and releases the held device.
+  ASSERT_OK_AND_ASSIGN(auto other, kube::Decode(ClaimYaml("other", 1)));
+  ASSERT_OK(state.Apply(other[0]));
+  writer.conflicts_ = 10;
+  extender.Filter(json({{"Pod", PodJson("q", {"other"})}, {"NodeNames", {"node-a"}}}).dump());
+  reply = json::parse(extender.Bind(
+      json({{"PodName", "q"}, {"PodNamespace", "default"}, {"Node", "node-a"}}).dump()));
+  EXPECT_THAT(reply["Error"].get<std::string>(), HasSubstr("gave up"));
+  EXPECT_EQ(state.num_held(), 0u);
+  EXPECT_FALSE(state.IsAllocated("gpu.example.com", "node-a", "gpu-0"));
+}
+
+}  // namespace
+}  // namespace devlet::extender

@@ -1,0 +1,111 @@
+// devlet-extender: the structured allocator served to kube-scheduler as an extender webhook.
+// See allocator/extender/README.md for the modes and the KubeSchedulerConfiguration to use.
+#include <signal.h>
+
+#include <chrono>
+#include <csignal>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "devlet/allocator/features.h"
+#include "devlet/common/flags.h"
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
+#include "devlet/extender/extender.h"
+#include "devlet/extender/server.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+void OnSignal(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string manifests;
+  std::string kubeconfig;
+  std::string mode = "score";
+  std::string policy = "binpack";
+  std::string feature_gates;
+  int filter_timeout_ms = 5000;
+  int parallelism = 0;
+  devlet::extender::ServerOptions server_options;
+  devlet::log::Options log_options;
+
+  CLI::App app{"devlet-extender: the devlet allocator as a kube-scheduler extender"};
+  using devlet::flags::AddFlag;
+  AddFlag(app, "--manifests", manifests,
+          "Standalone mode: read DeviceClasses, ResourceSlices, ResourceClaims, DeviceTaintRules, "
+          "Nodes and Pods from this directory (bind results are kept in memory)");
+  AddFlag(app, "--kubeconfig", kubeconfig,
+          "Kubeconfig for the kube-apiserver (not yet supported: use --manifests)");
+  AddFlag(app, "--mode", mode, "score (alongside DynamicResources) or allocate (owns allocation)");
+  AddFlag(app, "--policy", policy, "Prioritize policy: binpack or spread");
+  AddFlag(app, "--feature-gates", feature_gates, "Allocator feature gates, A=true,B=false");
+  AddFlag(app, "--filter-timeout-ms", filter_timeout_ms,
+          "Deadline for one filter request's allocations; 0 disables");
+  AddFlag(app, "--parallelism", parallelism, "Threads per filter request (0: one per CPU)");
+  AddFlag(app, "--bind-address", server_options.host, "Address to listen on");
+  AddFlag(app, "--port", server_options.port, "Port to listen on");
+  AddFlag(app, "--url-prefix", server_options.prefix,
+          "Path prefix of the verbs (the path of the scheduler's urlPrefix)");
+  AddFlag(app, "--filter-verb", server_options.filter_verb, "filterVerb");
+  AddFlag(app, "--prioritize-verb", server_options.prioritize_verb, "prioritizeVerb");
+  AddFlag(app, "--bind-verb", server_options.bind_verb, "bindVerb");
+  AddFlag(app, "--tls-cert-file", server_options.cert_file, "Serve HTTPS with this certificate");
+  AddFlag(app, "--tls-private-key-file", server_options.key_file, "Key of --tls-cert-file");
+  AddFlag(app, "--max-body-bytes", server_options.max_body_bytes, "Largest request body");
+  AddFlag(app, "--threads", server_options.threads, "HTTP worker threads");
+  devlet::flags::AddLoggingFlags(app, log_options);
+  try {
+    devlet::flags::Parse(app, argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  devlet::log::Configure(log_options);
+  devlet::log::Logger logger;
+
+  absl::StatusOr<devlet::allocator::Features> features =
+      devlet::allocator::ParseFeatureGates(feature_gates);
+  absl::StatusOr<devlet::extender::Mode> parsed_mode = devlet::extender::ParseMode(mode);
+  absl::StatusOr<devlet::extender::Policy> parsed_policy = devlet::extender::ParsePolicy(policy);
+  for (const absl::Status& status :
+       {features.status(), parsed_mode.status(), parsed_policy.status()}) {
+    if (!status.ok()) {
+      std::cerr << "devlet-extender: " << devlet::Message(status) << "\n";
+      return 2;
+    }
+  }
+  if (!kubeconfig.empty() || manifests.empty()) {
+    std::cerr << "devlet-extender: talking to a kube-apiserver is not yet supported; run "
+                 "standalone with --manifests DIR\n";
+    return 2;
+  }
+
+  devlet::extender::ClusterState state(*features);
+  devlet::extender::MemoryWriter writer(state);
+  devlet::extender::Extender extender(
+      state, writer,
+      {.mode = *parsed_mode,
+       .policy = *parsed_policy,
+       .filter_timeout = std::chrono::milliseconds(filter_timeout_ms),
+       .parallelism = parallelism});
+  devlet::extender::Server server(extender, server_options);
+  if (absl::Status status = server.Start(); !status.ok()) {
+    logger.Error(status, "Cannot start the HTTP server");
+    return 1;
+  }
+  if (absl::Status status = devlet::extender::LoadManifests(manifests, state); !status.ok()) {
+    logger.Error(status, "Cannot load --manifests");
+    return 1;
+  }
+  logger.Info("devlet-extender serving", "port", server.port(), "mode", mode, "slices",
+              state.num_slices());
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.Stop();
+  return 0;
+}

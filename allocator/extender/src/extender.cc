@@ -71,6 +71,28 @@ struct Request {
   std::map<std::string, kube::Node> nodes;  // name -> decoded Node (Nodes form)
 };
 
+// ImpliedNode makes a Node (name + hostname label) for a node that ResourceSlices name by
+// spec.nodeName but that has no Node object (standalone --manifests use).
+std::optional<kube::Node> ImpliedNode(const ClusterState& state, const std::string& name) {
+  for (const auto& [slice_name, slice] : state.slices_locked()) {
+    if (slice.spec.node_name && *slice.spec.node_name == name) {
+      kube::Node node;
+      node.metadata.name = name;
+      node.metadata.labels["kubernetes.io/hostname"] = name;
+      return node;
+    }
+  }
+  return std::nullopt;
+}
+
+// AddImpliedNodes fills request.nodes for candidates known only from ResourceSlices (lock held).
+void AddImpliedNodes(const ClusterState& state, Request& request) {
+  for (const auto& name : request.names) {
+    if (request.nodes.count(name) != 0 || state.nodes_locked().count(name) != 0) continue;
+    if (auto node = ImpliedNode(state, name)) request.nodes[name] = std::move(*node);
+  }
+}
+
 absl::StatusOr<Request> ParseArgs(std::string_view body) {
   DEVLET_ASSIGN_OR_RETURN(json args, ParseBody(body));
   Request request;
@@ -328,6 +350,7 @@ std::string Extender::Filter(std::string_view body) {
     pods_seen_[Key(request->pod.metadata.namespace_, request->pod.metadata.name)] = request->pod;
   }
   std::shared_lock lock(state_.mutex());
+  AddImpliedNodes(state_, *request);
   absl::StatusOr<PodClaims> claims = Resolve(state_, request->pod);
   if (!claims.ok()) return ErrorFilterReply(Message(claims.status()));
   std::map<std::string, std::string> failed;
@@ -397,6 +420,7 @@ std::string Extender::Prioritize(std::string_view body) {
     return "";
   }
   std::shared_lock lock(state_.mutex());
+  AddImpliedNodes(state_, *request);
   json reply = json::array();
   absl::StatusOr<PodClaims> claims = Resolve(state_, request->pod);
   const size_t n = request->names.size();
@@ -519,15 +543,19 @@ std::string Extender::Bind(std::string_view body) {
     if (!resolved.ok()) return fail(Message(resolved.status()));
     if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
     claims = std::move(*resolved);
+    std::optional<kube::Node> node;
     auto node_it = state_.nodes_locked().find(node_name);
-    if (node_it == state_.nodes_locked().end()) {
-      return fail("node \"" + node_name + "\" is not known to devlet-extender");
+    if (node_it != state_.nodes_locked().end()) {
+      node = node_it->second;
+    } else {
+      node = ImpliedNode(state_, node_name);
     }
-    std::string mismatch = AllocatedMismatch(claims, node_it->second);
+    if (!node) return fail("node \"" + node_name + "\" is not known to devlet-extender");
+    std::string mismatch = AllocatedMismatch(claims, *node);
     if (!mismatch.empty()) return fail(mismatch);
     if (!claims.pending.empty()) {
       allocator::AllocateOutcome out =
-          allocator::Allocate(state_.snapshot_locked(), node_it->second,
+          allocator::Allocate(state_.snapshot_locked(), *node,
                               Pointers(claims.pending), state_.allocated_locked(), {});
       if (out.kind == allocator::AllocateOutcome::Kind::kError) return fail(Message(out.status));
       if (out.kind == allocator::AllocateOutcome::Kind::kUnschedulable) {

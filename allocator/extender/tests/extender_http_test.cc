@@ -158,6 +158,22 @@ TEST_F(ExtenderHttpTest, AllocateFilterNodeNamesWithReasons) {
               HasSubstr("not known"));
 }
 
+TEST_F(ExtenderHttpTest, NodeNamedOnlyBySlicesIsImplied) {
+  StartServer(Mode::kAllocate, {ClaimYaml("one", 1), R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-d-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-d
+  pool: {name: node-d, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}]
+)"});
+  EXPECT_EQ(Filter(PodJson("p", {"one"}), {"node-d"})["NodeNames"], json({"node-d"}));
+  EXPECT_EQ(Bind("p", "node-d")["Error"], "");
+  EXPECT_TRUE(state_.IsAllocated("gpu.example.com", "node-d", "gpu-0"));
+}
+
 TEST_F(ExtenderHttpTest, FilterNodeListFormEchoesNodes) {
   StartServer(Mode::kAllocate, {ClaimYaml("one", 1)});
   json nodes = {{"metadata", json::object()},

@@ -6,7 +6,9 @@
 #include <csignal>
 #include <iostream>
 #include <string>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "devlet/allocator/features.h"
 #include "devlet/common/flags.h"
@@ -14,6 +16,8 @@
 #include "devlet/common/status.h"
 #include "devlet/extender/extender.h"
 #include "devlet/extender/server.h"
+#include "devlet/extender/store.h"
+#include "devlet/kube/client.h"
 
 namespace {
 
@@ -37,8 +41,9 @@ int main(int argc, char** argv) {
   CLI::App app{"devlet-extender: the devlet allocator as a kube-scheduler extender"};
   using devlet::flags::AddFlag;
   AddFlag(app, "--manifests", manifests,
-          "Standalone mode: read DeviceClasses, ResourceSlices, ResourceClaims, DeviceTaintRules, "
-          "Nodes and Pods from this directory (bind results are kept in memory)");
+          "Standalone mode: watch DeviceClasses, ResourceSlices, ResourceClaims, DeviceTaintRules, "
+          "Nodes and Pods in this directory (kube/client ManifestStore); bind writes claims' "
+          "status and pods' spec.nodeName back into it");
   AddFlag(app, "--kubeconfig", kubeconfig,
           "Kubeconfig for the kube-apiserver (not yet supported: use --manifests)");
   AddFlag(app, "--mode", mode, "score (alongside DynamicResources) or allocate (owns allocation)");
@@ -84,8 +89,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  absl::StatusOr<std::unique_ptr<devlet::kube::ManifestStore>> store =
+      devlet::kube::ManifestStore::Open({.dir = manifests});
+  if (!store.ok()) {
+    logger.Error(store.status(), "Cannot open --manifests");
+    return 1;
+  }
   devlet::extender::ClusterState state(*features);
-  devlet::extender::MemoryWriter writer(state);
+  devlet::extender::StoreWriter writer(**store);
   devlet::extender::Extender extender(
       state, writer,
       {.mode = *parsed_mode,
@@ -97,8 +108,10 @@ int main(int argc, char** argv) {
     logger.Error(status, "Cannot start the HTTP server");
     return 1;
   }
-  if (absl::Status status = devlet::extender::LoadManifests(manifests, state); !status.ok()) {
-    logger.Error(status, "Cannot load --manifests");
+  absl::StatusOr<std::vector<std::unique_ptr<devlet::kube::Watcher>>> watchers =
+      devlet::extender::StartSync(**store, state);
+  if (!watchers.ok()) {
+    logger.Error(watchers.status(), "Cannot sync from --manifests");
     return 1;
   }
   logger.Info("devlet-extender serving", "port", server.port(), "mode", mode, "slices",
@@ -107,5 +120,6 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.Stop();
+  watchers->clear();
   return 0;
 }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "devlet/common/status.h"
 #include "nlohmann/json.hpp"
@@ -608,13 +610,35 @@ std::string Extender::Bind(std::string_view body) {
                               "\": gave up after " + std::to_string(options_.bind_retries) +
                               " conflicting updates");
   };
+  // Undo: a failure after some claims were written takes our allocation and reservation back out
+  // of them (best effort, re-reading on conflict), then drops the holds.
+  std::vector<std::pair<kube::ResourceClaim, bool>> written_claims;  // claim, we allocated it
+  auto undo = [&](const absl::Status& why) {
+    for (const auto& [done, allocated_by_us] : written_claims) {
+      for (int attempt = 0; attempt <= options_.bind_retries; ++attempt) {
+        absl::StatusOr<kube::ResourceClaim> current =
+            writer_.GetClaim(done.metadata.namespace_, done.metadata.name);
+        if (!current.ok()) break;
+        if (allocated_by_us) current->status.allocation.reset();
+        std::erase_if(current->status.reserved_for,
+                      [&](const auto& r) { return r.uid == consumer.uid; });
+        absl::StatusOr<kube::ResourceClaim> reverted = writer_.UpdateClaimStatus(*current);
+        if (reverted.ok()) {
+          (void)state_.Apply(*reverted);
+          break;
+        }
+        if (reverted.status().code() != absl::StatusCode::kAborted) break;
+      }
+    }
+    release();
+    return fail(Message(why));
+  };
   for (size_t i = 0; i < claims.pending.size(); ++i) {
     kube::ResourceClaim claim = claims.pending[i];
     if (claims.synthesized && *claims.synthesized == i) {
       absl::StatusOr<kube::ResourceClaim> created = writer_.CreateClaim(claim);
       if (!created.ok()) {
-        release();
-        return fail(Message(WithContext(created.status(), "creating the extended-resource claim")));
+        return undo(WithContext(created.status(), "creating the extended-resource claim"));
       }
       // The hold was keyed by the synthesized uid; move it to the created claim's.
       {
@@ -626,23 +650,16 @@ std::string Extender::Bind(std::string_view body) {
       claim = *created;
     }
     absl::Status status = write(claim, results[i]);
-    if (!status.ok()) {
-      release();
-      return fail(Message(status));
-    }
+    if (!status.ok()) return undo(status);
+    written_claims.emplace_back(claim, true);
   }
   for (const auto& claim : claims.allocated) {
     absl::Status status = write(claim, std::nullopt);
-    if (!status.ok()) {
-      release();
-      return fail(Message(status));
-    }
+    if (!status.ok()) return undo(status);
+    written_claims.emplace_back(claim, false);
   }
   absl::Status bound = writer_.BindPod(ns, name, uid, node_name);
-  if (!bound.ok()) {
-    release();
-    return fail(Message(WithContext(bound, "binding pod \"" + pod_key + "\"")));
-  }
+  if (!bound.ok()) return undo(WithContext(bound, "binding pod \"" + pod_key + "\""));
   release();  // no-op for claims whose written allocation replaced the hold
   return json({{"Error", ""}}).dump();
 }

@@ -385,5 +385,35 @@ TEST(ExtenderConflictTest, ConflictRereadsAndRetries) {
   EXPECT_FALSE(state.IsAllocated("gpu.example.com", "node-a", "gpu-0"));
 }
 
+// FailingBindWriter cannot bind pods.
+class FailingBindWriter : public MemoryWriter {
+ public:
+  using MemoryWriter::MemoryWriter;
+  absl::Status BindPod(std::string_view, std::string_view, std::string_view,
+                       std::string_view) override {
+    return absl::UnavailableError("the API server is down");
+  }
+};
+
+TEST(ExtenderBindTest, FailedBindingTakesTheAllocationBack) {
+  ClusterState state{allocator::Features{}};
+  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+  for (const auto& o : objects) ASSERT_OK(state.Apply(o));
+  ASSERT_OK_AND_ASSIGN(auto claim, kube::Decode(ClaimYaml("one", 1)));
+  ASSERT_OK(state.Apply(claim[0]));
+  FailingBindWriter writer(state);
+  Extender extender(state, writer, {.mode = Mode::kAllocate});
+  extender.Filter(json({{"Pod", PodJson("p", {"one"})}, {"NodeNames", {"node-b"}}}).dump());
+  json reply = json::parse(extender.Bind(
+      json({{"PodName", "p"}, {"PodNamespace", "default"}, {"Node", "node-b"}}).dump()));
+  EXPECT_THAT(reply["Error"].get<std::string>(), HasSubstr("the API server is down"));
+  std::optional<kube::ResourceClaim> after = state.GetClaim("default", "one");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_FALSE(after->status.allocation.has_value());
+  EXPECT_THAT(after->status.reserved_for, IsEmpty());
+  EXPECT_FALSE(state.IsAllocated("gpu.example.com", "node-b", "gpu-0"));
+  EXPECT_EQ(state.num_held(), 0u);
+}
+
 }  // namespace
 }  // namespace devlet::extender

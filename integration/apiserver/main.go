@@ -176,6 +176,8 @@ func main() {
 		"--etcd-servers=" + clientURL.String(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		// A loopback advertise address is refused by the endpoint reconciler; nothing needs it here.
+		"--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + filepath.Join(dir, "certs"),
 		"--tls-cert-file=" + filepath.Join(dir, "serving.crt"),

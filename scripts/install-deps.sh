@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhwloc-dev libseccomp-dev libcurl4-openssl-dev libboost-dev libboost-filesystem-dev
   libcpp-httplib-dev
+  runc busybox-static
 )
 
 missing=()

@@ -214,6 +214,23 @@ absl::Status ApiServerStore::Delete(Kind kind, const ObjectKey& key, const std::
   return client_->Do(request).status();
 }
 
+absl::Status ApiServerStore::BindPod(const std::string& namespace_name, const std::string& name,
+                                     const std::string& uid, const std::string& node) {
+  const ObjectKey key{namespace_name.empty() ? std::string("default") : namespace_name, name};
+  Json metadata{{"name", key.name}, {"namespace", key.namespace_name}};
+  if (!uid.empty()) metadata["uid"] = uid;
+  const Json binding{{"apiVersion", "v1"},
+                     {"kind", "Binding"},
+                     {"metadata", metadata},
+                     {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+  RestRequest request{.method = "POST",
+                      .path = ResourcePath(Kind::kPod, key.namespace_name, key.name, "binding"),
+                      .body = binding.dump(),
+                      .what = Describe(Kind::kPod, key) + " binding to node \"" + node + "\"",
+                      .idempotent = false};
+  return client_->Do(request).status();
+}
+
 absl::StatusOr<Object> ApiServerStore::Patch(Kind kind, const ObjectKey& key,
                                              const std::string& patch, PatchType type,
                                              const PatchOptions& options) {

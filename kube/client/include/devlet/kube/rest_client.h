@@ -183,6 +183,13 @@ class ApiServerStore final : public ObjectStore {
   // from it); the field manager then owns every field the object sets.
   absl::StatusOr<Object> Apply(const Object& object, const PatchOptions& options);
 
+  // BindPod binds a pod to a node through the pods/binding subresource (what kube-scheduler and
+  // extenders with a bind verb do; an update of spec.nodeName is refused by the API server). A
+  // non-empty `uid` is the binding's UID precondition: a pod recreated under the same name is not
+  // bound. An already bound pod is a Conflict (Aborted).
+  absl::Status BindPod(const std::string& namespace_name, const std::string& name,
+                       const std::string& uid, const std::string& node);
+
   // ListWithVersion is List plus the list's resourceVersion (for callers that watch themselves).
   absl::StatusOr<std::pair<std::vector<Object>, std::string>> ListWithVersion(
       Kind kind, const ListOptions& options);

@@ -49,7 +49,8 @@ std::string_view HealthStatusName(HealthStatus status) {
 
 std::optional<DeviceTaint> TaintFor(const HealthEvent& event, std::string_view domain) {
   if (event.status != HealthStatus::kUnhealthy) return std::nullopt;
-  const bool evict = event.reason == kReasonDeviceRemoved || event.reason == kReasonAerFatal;
+  const bool evict = event.reason == kReasonDeviceRemoved || event.reason == kReasonNotResponding ||
+                     event.reason == kReasonAerFatal;
   return DeviceTaint{.key = std::string(domain) + "/unhealthy",
                      .value = event.reason,
                      .effect = evict ? "NoExecute" : "NoSchedule"};

@@ -13,8 +13,12 @@
 //     verify; undone by unbinding from vfio-pci, restoring driver_override and re-probing the
 //     original driver (bind directly if probing does not bring it back);
 //   - SR-IOV VF creation: sriov_numvfs=N on a PF that has no VFs yet (with sriov_drivers_autoprobe=0
-//     first when the VFs go to vfio-pci), waiting for the virtfn links; undone by writing 0 (never
-//     changes a non-zero count: that destroys VFs in use);
+//     first when the VFs go to vfio-pci), waiting for the virtfn links; undone by restoring the
+//     count (and autoprobe) recorded before (never changes a non-zero count to another: that
+//     destroys VFs in use). The VFs serve every VF device of the PF, so with an SriovLedger they
+//     are removed when the last of those devices is unprepared, and only if devlet created them;
+//   - mediated devices: a UUID written to mdev_supported_types/<type>/create on the parent
+//     function; undone by writing 1 to bus/mdev/devices/<uuid>/remove;
 //   - administrator commands (init, then cleanup on unprepare or when init fails) run confined by
 //     RunCommand.
 // A failed action leaves the host as it found it (completed steps are rolled back) and returns an
@@ -30,8 +34,10 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,16 +51,17 @@
 namespace devlet::devices {
 
 // ActionKind names an action.
-enum class ActionKind { kVfioBind, kSriovNumVfs, kCommand };
+enum class ActionKind { kVfioBind, kSriovNumVfs, kCommand, kMdev };
 
-// ActionKindName returns "vfio-bind", "sriov-numvfs" or "command".
+// ActionKindName returns "vfio-bind", "sriov-numvfs", "command" or "mdev".
 std::string_view ActionKindName(ActionKind kind);
 
 // ActionRecord is everything needed to undo one action, also after a crash and restart; the
 // checkpoint stores it.
 struct ActionRecord {
   ActionKind kind = ActionKind::kVfioBind;
-  std::string device;  // PCI address (vfio: the function; sriov: the PF) or DRA device (command)
+  // PCI address (vfio: the function; sriov: the PF; mdev: the parent) or DRA device (command).
+  std::string device;
   bool noop = false;   // the host was already in the wanted state: undo does nothing
   // kVfioBind
   std::string original_driver;    // "" when the function was unbound
@@ -63,6 +70,11 @@ struct ActionRecord {
   int previous_num_vfs = 0;
   int num_vfs = 0;
   int previous_autoprobe = -1;  // sriov_drivers_autoprobe before; -1 when left alone
+  // The DRA device whose preparation needed the VFs (the SriovLedger's holder); set by Prepare.
+  std::string holder;
+  // kMdev
+  std::string mdev_type;  // "nvidia-63"
+  std::string mdev_uuid;  // lowercase 8-4-4-4-12
   // kCommand
   std::optional<CommandLine> cleanup;
   std::map<std::string, std::string> env;  // the init command's extra environment, for cleanup
@@ -82,6 +94,47 @@ struct JournalEntry {
 // and the steps before it are rolled back.
 using Journal = std::function<absl::Status(const JournalEntry&)>;
 
+// SriovLedger remembers which PFs' VFs devlet created (the creating ActionRecord, with the count
+// and autoprobe setting found before) and which prepared DRA devices use them, so that the VFs
+// are removed when the last of those devices is unprepared, also across restarts of devlet: the
+// ledger is a small text file (in the node's state directory) rewritten atomically on each
+// change. VFs that existed before devlet touched the PF are never removed. Thread-safe.
+class SriovLedger {
+ public:
+  // Entry is one PF's VFs created by devlet.
+  struct Entry {
+    ActionRecord creation;            // kSriovNumVfs, not noop
+    std::set<std::string> holders;    // DRA device names
+    bool operator==(const Entry&) const = default;
+  };
+
+  // Open loads the ledger from `path` (a missing file is an empty ledger; "" keeps it in memory).
+  // InvalidArgument, naming the file and line, when the file does not parse.
+  static absl::StatusOr<std::unique_ptr<SriovLedger>> Open(std::string path);
+
+  // Hold records that `holder` uses VFs of the PF `record.device`. A record that created the VFs
+  // (not noop) starts the PF's entry; a noop record joins an existing entry and is ignored when
+  // there is none (the VFs were not devlet's). Persisted before returning.
+  absl::Status Hold(const ActionRecord& record, const std::string& holder);
+
+  // Release drops `holder` from the PF's entry. When no holder is left the entry is removed and
+  // its creation record returned: the caller undoes it (removes the VFs). nullopt otherwise,
+  // also when the PF has no entry.
+  absl::StatusOr<std::optional<ActionRecord>> Release(const std::string& pf,
+                                                      const std::string& holder);
+
+  // Entries returns the current entries by PF address.
+  std::map<std::string, Entry> Entries() const;
+
+ private:
+  explicit SriovLedger(std::string path) : path_(std::move(path)) {}
+  absl::Status SaveLocked() const;
+
+  std::string path_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
 // PreparerOptions tunes waiting and helper commands.
 struct PreparerOptions {
   std::chrono::milliseconds vf_wait_timeout{10000};  // for virtfn links after sriov_numvfs
@@ -91,6 +144,9 @@ struct PreparerOptions {
   // `driver/nvidia/gpus/<bdf>/unbindLock` is taken (write 1, read back 1), as NVIDIA's own driver
   // does; nullptr skips that.
   Sysfs* procfs = nullptr;
+  // Where VF ownership is kept (not owned). nullptr: VF devices' SR-IOV records are never undone
+  // by Prepare's rollback or Unprepare (the VFs stay until an explicit Undo).
+  SriovLedger* sriov_ledger = nullptr;
 };
 
 // Preparer performs actions through a Sysfs (the real one, or a fake kernel in tests).
@@ -110,6 +166,13 @@ class Preparer {
   absl::StatusOr<ActionRecord> EnsureNumVfs(std::string_view pf_address, int num_vfs,
                                             bool autoprobe = true);
 
+  // CreateMdev creates a mediated device of `type` on the PCI function `parent_address` with
+  // `uuid` (a fresh random one when empty) and waits for bus/mdev/devices/<uuid>. NotFound when
+  // the function is gone; FailedPrecondition when it offers no such type (the message lists the
+  // types it offers) or has no instance left; InvalidArgument for a malformed UUID.
+  absl::StatusOr<ActionRecord> CreateMdev(std::string_view parent_address, std::string_view type,
+                                          std::string uuid = "");
+
   // VfAddress returns the address of VF `index` of a PF (from its virtfn<index> link).
   absl::StatusOr<std::string> VfAddress(std::string_view pf_address, int index) const;
 
@@ -124,15 +187,19 @@ class Preparer {
   absl::Status Undo(const ActionRecord& record);
 
   // Prepare performs a DRA device's Preparation in order: SR-IOV VFs (for VF devices: the PF from
-  // preparation.sriov_pf, the VF index from the `vfIndex` attribute), vfio-pci binding, init
+  // preparation.sriov_pf, the VF index from the `vfIndex` attribute; held in the SriovLedger
+  // under the device's name), vfio-pci binding, mdev creation (on the VF or the device), init
   // command (with DEVLET_DEVICE, DEVLET_PCI_ADDRESS and, for partitions, DEVLET_PARTITION,
   // DEVLET_PARTITIONS and DEVLET_PARENT_DEVICE in its environment). On failure the actions
   // already done are undone. Returns the records to store with the claim.
   absl::StatusOr<std::vector<ActionRecord>> Prepare(const DraDevice& device);
 
   // Unprepare undoes records in reverse order, continuing past errors; returns the first error.
-  // SR-IOV records are skipped: the VFs belong to every VF device of the PF; call Undo on them
-  // once no VF of that PF is prepared.
+  // SR-IOV records release their holder in the SriovLedger; the VFs are removed (the PF restored
+  // to the count and autoprobe setting recorded before devlet created them) when that was the
+  // last holder. Prepare holds the ledger entry before it writes sriov_numvfs, so a crash between
+  // the two leaves an entry whose release restores the PF. Without a ledger, or for records
+  // without a holder, SR-IOV records are skipped (call Undo once no VF of the PF is prepared).
   absl::Status Unprepare(const std::vector<ActionRecord>& records);
 
  private:
@@ -141,6 +208,10 @@ class Preparer {
                      const std::string& value);
   absl::Status UndoVfio(const ActionRecord& record);
   absl::Status UndoNumVfs(const ActionRecord& record);
+  absl::Status UndoMdev(const ActionRecord& record);
+  absl::Status ReleaseVfs(const ActionRecord& record);
+  absl::StatusOr<ActionRecord> EnsureNumVfsFor(std::string_view pf_address, int num_vfs,
+                                               bool autoprobe, const std::string& holder);
   absl::Status RunCleanup(const std::string& device, const CommandLine& cleanup,
                           const std::map<std::string, std::string>& env);
 

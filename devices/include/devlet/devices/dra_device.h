@@ -87,6 +87,11 @@ struct Preparation {
   bool bind_vfio = false;         // bind the PCI function to vfio-pci (VM passthrough)
   std::string sriov_pf;           // for VF devices: the PF whose sriov_numvfs must be >= sriov_num_vfs
   int sriov_num_vfs = 0;
+  // Mediated device: create one instance of this type (mdev_supported_types/<type>) on the PCI
+  // function at prepare (after the SR-IOV step, before init), remove it at unprepare. The
+  // instance's UUID is in the returned kMdev ActionRecord (`mdev_uuid`); publish it as the
+  // `mdevUUID` device-metadata attribute (KubeVirt prefers it over pciBusID).
+  std::string mdev_type;
   std::optional<CommandLine> init;     // run at prepare
   std::optional<CommandLine> cleanup;  // run at unprepare (and when init fails)
   bool operator==(const Preparation&) const = default;
@@ -132,6 +137,14 @@ struct DeviceSetDiff {
 
 // DiffDeviceSets compares two sets by device name.
 DeviceSetDiff DiffDeviceSets(const DeviceSet& before, const DeviceSet& after);
+
+// DeviceSetFingerprint returns a stable content hash of everything published from a set (names,
+// attributes, capacities, counters, consumption, multiple-allocation flag, counter sets) as 16
+// lowercase hex digits. Equal sets have equal fingerprints across processes and restarts (no
+// pointer or hash-seed dependence), so the node agent can store it (for example in a slice
+// annotation) and skip republishing after a restart on an unchanged machine. Preparation details
+// and the profile name are not part of it: they are never published.
+std::string DeviceSetFingerprint(const DeviceSet& set);
 
 // ValidateDeviceSet checks the API limits a slice adapter would otherwise hit late: DNS-label
 // names, unique names, attribute/capacity names (C identifier <= 32, optional DNS prefix <= 63),

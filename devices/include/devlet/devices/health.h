@@ -1,8 +1,10 @@
 // File: devlet/devices/health.h
 //
-// Device health from sysfs: a device whose PCI function disappeared, a NIC whose link went down
-// (VFs follow their PF's link), and PCIe AER error counters that grew become unhealthy; recovery
-// (device back, link up, no new AER errors for a few checks) makes them healthy again. Events feed
+// Device health from sysfs: a device whose PCI function disappeared or stopped answering config
+// reads (vendor reads 0xffff), a NIC whose link went down (netdev operstate down, or carrier 0, or
+// an RDMA port not ACTIVE; VFs follow their PF's link), and PCIe AER error counters that grew
+// become unhealthy; a device whose state cannot be read is Unknown; recovery (device back, link
+// up, no new AER errors for a few checks) makes them healthy again. Events feed
 // both device taints on the published ResourceSlices and the kubelet's resource-health stream
 // (DRAResourceHealth NodeWatchResources, which wants complete snapshots re-sent periodically).
 //
@@ -32,10 +34,12 @@ std::string_view HealthStatusName(HealthStatus status);
 
 // Reasons, most severe first.
 inline constexpr std::string_view kReasonDeviceRemoved = "DeviceRemoved";
+inline constexpr std::string_view kReasonNotResponding = "DeviceNotResponding";
 inline constexpr std::string_view kReasonAerFatal = "AERFatalError";
 inline constexpr std::string_view kReasonLinkDown = "LinkDown";
 inline constexpr std::string_view kReasonAerNonFatal = "AERNonFatalError";
 inline constexpr std::string_view kReasonHealthy = "Healthy";
+inline constexpr std::string_view kReasonUnknown = "Unknown";  // with HealthStatus::kUnknown
 
 // HealthEvent is one device's health.
 struct HealthEvent {
@@ -56,8 +60,10 @@ struct DeviceTaint {
 };
 
 // TaintFor returns the taint for an unhealthy device, `<domain>/unhealthy=<reason>`: NoExecute for
-// a removed device or a fatal AER error (running workloads are evicted), NoSchedule for a link down
-// or non-fatal AER errors. Healthy devices get none.
+// a removed or non-responding device or a fatal AER error (running workloads are evicted),
+// NoSchedule for a link down or non-fatal AER errors. Healthy and Unknown devices get none (an
+// unreadable attribute is no reason to evict). The node agent puts it on the device in the
+// ResourceSlice (DeviceTaint with timeAdded) and removes it when the device recovers.
 std::optional<DeviceTaint> TaintFor(const HealthEvent& event, std::string_view domain);
 
 // HealthOptions tunes the checks.

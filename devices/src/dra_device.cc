@@ -1,6 +1,7 @@
 #include "devlet/devices/dra_device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <type_traits>
@@ -201,6 +202,91 @@ std::string FormatDecimalQuantity(std::uint64_t value) {
     ++i;
   }
   return std::to_string(value) + kSuffixes[i];
+}
+
+namespace {
+
+// Fnv64 hashes a canonical, length-prefixed encoding (so "ab"+"c" differs from "a"+"bc").
+class Fnv64 {
+ public:
+  void Add(std::string_view text) {
+    AddRaw(std::to_string(text.size()));
+    AddRaw(":");
+    AddRaw(text);
+  }
+  void Add(std::int64_t value) { Add(std::to_string(value)); }
+  std::uint64_t value() const { return hash_; }
+
+ private:
+  void AddRaw(std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      hash_ ^= c;
+      hash_ *= 0x100000001b3ull;
+    }
+  }
+  std::uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+void AddQuantities(Fnv64& h, const std::map<std::string, std::string>& quantities) {
+  h.Add(static_cast<std::int64_t>(quantities.size()));
+  for (const auto& [name, value] : quantities) {
+    h.Add(name);
+    h.Add(value);
+  }
+}
+
+}  // namespace
+
+std::string DeviceSetFingerprint(const DeviceSet& set) {
+  // Order-independent: the slice adapter may reorder, and an equal set must hash equal.
+  std::vector<const DraDevice*> devices;
+  for (const DraDevice& device : set.devices) devices.push_back(&device);
+  std::sort(devices.begin(), devices.end(),
+            [](const DraDevice* a, const DraDevice* b) { return a->name < b->name; });
+  Fnv64 h;
+  h.Add(static_cast<std::int64_t>(devices.size()));
+  for (const DraDevice* device : devices) {
+    h.Add(device->name);
+    h.Add(static_cast<std::int64_t>(device->attributes.size()));
+    for (const auto& [name, value] : device->attributes) {
+      h.Add(name);
+      h.Add(static_cast<std::int64_t>(value.index()));  // int 3 and string "3" differ
+      h.Add(AttributeToString(value));
+    }
+    h.Add(static_cast<std::int64_t>(device->capacities.size()));
+    for (const auto& [name, capacity] : device->capacities) {
+      h.Add(name);
+      h.Add(capacity.value);
+      h.Add(capacity.request_policy.has_value() ? 1 : 0);
+      if (capacity.request_policy) {
+        const RequestPolicy& policy = *capacity.request_policy;
+        h.Add(policy.default_value);
+        h.Add(static_cast<std::int64_t>(policy.valid_values.size()));
+        for (const std::string& v : policy.valid_values) h.Add(v);
+        h.Add(policy.min);
+        h.Add(policy.max);
+        h.Add(policy.step);
+      }
+    }
+    h.Add(static_cast<std::int64_t>(device->consumes_counters.size()));
+    for (const CounterConsumption& consumption : device->consumes_counters) {
+      h.Add(consumption.counter_set);
+      AddQuantities(h, consumption.counters);
+    }
+    h.Add(device->allow_multiple_allocations ? 1 : 0);
+  }
+  std::vector<const CounterSet*> sets;
+  for (const CounterSet& counter_set : set.counter_sets) sets.push_back(&counter_set);
+  std::sort(sets.begin(), sets.end(),
+            [](const CounterSet* a, const CounterSet* b) { return a->name < b->name; });
+  h.Add(static_cast<std::int64_t>(sets.size()));
+  for (const CounterSet* counter_set : sets) {
+    h.Add(counter_set->name);
+    AddQuantities(h, counter_set->counters);
+  }
+  char out[17];
+  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h.value()));
+  return out;
 }
 
 }  // namespace devlet::devices

@@ -56,10 +56,31 @@ absl::StatusOr<Scenario> Scenario::FromObjects(std::vector<kube::Object> objects
         return InvalidArgument(what + ": metadata.name: duplicate Node");
       }
       scenario.nodes_.push_back(std::move(*node));
+    } else if (auto* pod = std::get_if<kube::Pod>(&object)) {
+      if (scenario.pod_) {
+        return InvalidArgument(what + ": only one Pod can be given (the claims are one pod's)");
+      }
+      scenario.pod_ = std::move(*pod);
     } else {
       return InvalidArgument(what + ": kind: not supported by devlet-alloc (give DeviceClass, "
-                                    "ResourceSlice, ResourceClaim, Node or DeviceTaintRule)");
+                                    "ResourceSlice, ResourceClaim, Node, DeviceTaintRule or Pod)");
     }
+  }
+  if (scenario.pod_) {
+    const kube::Pod& pod = *scenario.pod_;
+    const std::string what = "Pod \"" + pod.metadata.name + "\"";
+    for (const kube::PodResourceClaim& entry : pod.spec.resource_claims) {
+      const std::string field = what + ": spec.resourceClaims[" + entry.name + "]";
+      if (!entry.resource_claim_name) {
+        return InvalidArgument(field + ": only resourceClaimName is supported by devlet-alloc "
+                                       "(give the claim generated from the template instead)");
+      }
+      if (claim_names.count(pod.metadata.namespace_ + "/" + *entry.resource_claim_name) == 0) {
+        return InvalidArgument(field + ": ResourceClaim \"" + *entry.resource_claim_name +
+                               "\" is not in the input");
+      }
+    }
+    scenario.extended_resources_ = ExtendedResourceClasses::Build(classes);
   }
   if (!features.device_taint_rules && !rules.empty()) rules.clear();
   DEVLET_ASSIGN_OR_RETURN(scenario.snapshot_, Snapshot::Build(features, std::move(classes),
@@ -67,20 +88,42 @@ absl::StatusOr<Scenario> Scenario::FromObjects(std::vector<kube::Object> objects
   return scenario;
 }
 
+kube::Node Scenario::NodeNamed(std::string_view node_name) const {
+  for (const kube::Node& n : nodes_) {
+    if (n.metadata.name == node_name) return n;
+  }
+  kube::Node node;
+  node.metadata.name = std::string(node_name);
+  return node;
+}
+
+absl::StatusOr<std::vector<kube::ResourceClaim>> Scenario::ClaimsFor(const kube::Node& node) const {
+  std::vector<kube::ResourceClaim> claims = pending_;
+  if (pod_) {
+    DEVLET_ASSIGN_OR_RETURN(
+        std::optional<ExtendedResourceClaim> special,
+        SynthesizeExtendedResourceClaim(snapshot_->features(), *pod_, extended_resources_, &node));
+    if (special) claims.push_back(std::move(special->claim));
+  }
+  return claims;
+}
+
 NodeOutcome Scenario::AllocateOn(std::string_view node_name, const AllocateOptions& options) const {
   NodeOutcome result;
   result.node = std::string(node_name);
-  kube::Node node;
-  node.metadata.name = std::string(node_name);
-  for (const kube::Node& n : nodes_) {
-    if (n.metadata.name == node_name) node = n;
+  const kube::Node node = NodeNamed(node_name);
+  auto claims = ClaimsFor(node);
+  if (!claims.ok()) {
+    result.outcome.kind = AllocateOutcome::Kind::kError;
+    result.outcome.status = claims.status();
+    return result;
   }
-  std::vector<const kube::ResourceClaim*> claims;
-  for (const kube::ResourceClaim& c : pending_) claims.push_back(&c);
+  result.claims = std::move(*claims);
+  std::vector<const kube::ResourceClaim*> pointers;
+  for (const kube::ResourceClaim& c : result.claims) pointers.push_back(&c);
   AllocateOptions opts = options;
   if (opts.explain == nullptr) opts.explain = &result.explanation;
-  result.outcome = Allocate(*snapshot_, node, claims, state_, opts);
-  result.claims = pending_;
+  result.outcome = Allocate(*snapshot_, node, pointers, state_, opts);
   if (result.outcome.kind == AllocateOutcome::Kind::kAllocated) {
     for (size_t i = 0; i < result.claims.size(); ++i) {
       result.claims[i].status.allocation = result.outcome.results[i];
@@ -178,8 +221,9 @@ void PrintExplanation(const NodeOutcome& out, std::ostream& err) {
 int RunDevletAlloc(int argc, char** argv) {
   CLI::App app{
       "devlet-alloc: allocate DRA ResourceClaims on a node, as the Kubernetes scheduler would.\n"
-      "Input: DeviceClass, ResourceSlice, ResourceClaim, Node, DeviceTaintRule (YAML or JSON).\n"
-      "Claims with status.allocation are already allocated; the others are one pod's claims.\n"
+      "Input: DeviceClass, ResourceSlice, ResourceClaim, Node, DeviceTaintRule, Pod (YAML or\n"
+      "JSON). Claims with status.allocation are already allocated; the others are one pod's\n"
+      "claims. A Pod's extended resources served by a DeviceClass become one more claim.\n"
       "Exit: 0 allocated, 1 cannot be allocated on that node, 2 error."};
   std::vector<std::string> files;
   std::string node_name, gates;
@@ -216,7 +260,9 @@ int RunDevletAlloc(int argc, char** argv) {
   }
   auto scenario = Scenario::FromObjects(std::move(objects), *features);
   if (!scenario.ok()) return fail(Message(scenario.status()));
-  if (scenario->pending().empty()) return fail("no ResourceClaim without status.allocation in the input");
+  if (scenario->pending().empty() && !scenario->pod()) {
+    return fail("no ResourceClaim without status.allocation (and no Pod) in the input");
+  }
 
   if (!all_nodes) {
     NodeOutcome out = scenario->AllocateOn(node_name);

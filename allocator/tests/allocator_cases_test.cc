@@ -11,18 +11,24 @@
 //   allocatedShared: [driver-a/pool-1/device-1/<shareID>]
 //   allocatedCapacity: {driver-a/pool-1/device-1: {memory: "1Gi"}}
 //   objects: [ ...DeviceClass, ResourceSlice, ResourceClaim, DeviceTaintRule... ]
+//   interrupt: deadline                   # optional: deadline (in the past), cancel or off
 //   expect:
+//     steps: 16                           # optional: allocateOne invocations (search effort)
 //     error: "substring"                  # error for the whole pod, or
 //     unschedulable: true                 # cannot allocate on this node (reason: "substring"), or
 //     allocations: [ <status.allocation of each pending claim, in order> ]
 //
+// A Pod among the objects adds its synthesized extended-resource claim after the pending claims.
 // Results inside an allocation compare as an unordered set; shareIDs are fixed to
 // aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "devlet/allocator/scenario.h"
@@ -132,7 +138,16 @@ TEST_P(AllocatorCase, Run) {
   }
   auto objects = kube::Decode(objects_yaml, {.source = GetParam()});
   ASSERT_TRUE(objects.ok()) << Message(objects.status());
-  objects->push_back(node);
+  // A Node object of that name among the objects (one with status.allocatable, say) is the node.
+  bool given = false;
+  for (const auto& object : *objects) {
+    const auto* n = std::get_if<kube::Node>(&object);
+    if (n != nullptr && n->metadata.name == node.metadata.name) {
+      node = *n;
+      given = true;
+    }
+  }
+  if (!given) objects->push_back(node);
   bool validate = doc["validate"] ? doc["validate"].as<bool>() : true;
   auto scenario = Scenario::FromObjects(std::move(*objects), *features, validate);
   const YAML::Node expect = doc["expect"];
@@ -169,11 +184,38 @@ TEST_P(AllocatorCase, Run) {
                       .ok());
     }
   }
+  // The pending claims plus the pod's synthesized extended-resource claim (Scenario::ClaimsFor,
+  // as devlet-alloc does).
+  auto pending = scenario->ClaimsFor(node);
+  if (!pending.ok()) {
+    ASSERT_TRUE(expect["error"]) << "unexpected error: " << Message(pending.status());
+    EXPECT_THAT(Message(pending.status()), ::testing::HasSubstr(expect["error"].as<std::string>()));
+    return;
+  }
   std::vector<const kube::ResourceClaim*> claims;
-  for (const auto& c : scenario->pending()) claims.push_back(&c);
+  for (const auto& c : *pending) claims.push_back(&c);
   AllocateOptions options;
   options.fixed_share_id = kShareId;
+  std::atomic<bool> cancelled{false};
+  if (doc["interrupt"]) {
+    // Upstream's interrupt test: a search that cannot succeed, stopped by a deadline in the past
+    // or by cancellation before it starts.
+    const std::string how = doc["interrupt"].as<std::string>();
+    if (how == "deadline") {
+      options.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    } else if (how == "cancel") {
+      cancelled = true;
+      options.cancelled = &cancelled;
+    } else {
+      ASSERT_EQ(how, "off") << "interrupt: off, deadline or cancel";
+    }
+  }
   AllocateOutcome out = Allocate(scenario->snapshot(), node, claims, state, options);
+  if (expect["steps"]) {
+    // Search effort: upstream's expectNumAllocateOneInvocations (one call per device slot, per
+    // request end, per claim end and per subrequest attempt).
+    EXPECT_EQ(out.steps, expect["steps"].as<int64_t>()) << "allocateOne invocations";
+  }
 
   if (expect["error"]) {
     ASSERT_EQ(out.kind, AllocateOutcome::Kind::kError) << "reason: " << out.reason;
@@ -192,7 +234,7 @@ TEST_P(AllocatorCase, Run) {
   ASSERT_TRUE(expect["allocations"]) << "case has no expectation";
   ASSERT_EQ(out.results.size(), expect["allocations"].size());
   for (size_t i = 0; i < out.results.size(); ++i) {
-    kube::ResourceClaim claim = scenario->pending()[i];
+    kube::ResourceClaim claim = (*pending)[i];
     claim.status.allocation = out.results[i];
     Json actual = Json::parse(kube::EncodeJson(claim))["status"]["allocation"];
     Json expected = ToJson(expect["allocations"][i]);

@@ -49,6 +49,16 @@ expect(prioritized-h100 0 "\"request\": \"gpu/h100\"" ""
        ARGS -f ${C} -f ${EXAMPLES}/claims/h100-or-any.yaml --node node-b)
 expect(prioritized-fallback 0 "\"request\": \"gpu/any\"" ""
        ARGS -f ${C} -f ${EXAMPLES}/claims/h100-or-any.yaml --node node-a)
+# A Pod's extended resources (DRAExtendedResource) become one synthesized claim.
+expect(extended-resource-pod 0 "\"name\": \"trainer-extended-resources\".*\"request\": \"container-0-request-0\".*\"device\": \"gpu-1\"" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/extended-resource-pod.yaml --node node-a)
+expect(extended-resource-pod-all-nodes 0 "node-a +yes +container-0-request-0=gpu.example.com/node-a/gpu-0, container-0-request-0=gpu.example.com/node-a/gpu-1" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/extended-resource-pod.yaml --all-nodes)
+expect(extended-resource-gate-off 0 "\"items\": \\[\\]" ""
+       ARGS -f ${C} -f ${EXAMPLES}/claims/extended-resource-pod.yaml --node node-a
+            --feature-gates DRAExtendedResource=false)
+expect(pod-from-template 2 "^$" "Pod \"templated\": spec.resourceClaims\\[gpu\\]: only resourceClaimName"
+       ARGS -f ${C} -f ${CASES}/pod-from-template.yaml --node node-a)
 # stdin
 expect(stdin 0 "\"allocation\"" "" INPUT ${EXAMPLES}/claims/one-gpu.yaml
        ARGS -f ${C} -f - --node node-a)

@@ -136,8 +136,9 @@ struct Tally {
   int cost_differences = 0;
 };
 
-void RunDifferential(int random, int seed, bool with_corpus, Known* known) {
-  std::string command = std::string(CELDIFF_ORACLE) + " eval -corpus '" + CELDIFF_CORPUS +
+void RunDifferential(int random, int seed, bool with_corpus, Known* known,
+                     const std::string& corpus = CELDIFF_CORPUS, bool verbose = false) {
+  std::string command = std::string(CELDIFF_ORACLE) + " eval -corpus '" + corpus +
                         "' -random " + std::to_string(random) + " -seed " + std::to_string(seed) +
                         (with_corpus ? "" : " -selectors=false");
   absl::StatusOr<std::string> output = RunCommand(command);
@@ -228,6 +229,13 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known) {
                       static_cast<unsigned long long>(cost));
         }
       }
+      if (verbose) {
+        std::printf("%s on %s: kubernetes %s cost %llu; devlet %s cost %llu\n", expr.c_str(),
+                    device.name.c_str(), want_text.c_str(),
+                    static_cast<unsigned long long>(want.value("cost", uint64_t{0})),
+                    got.ok() ? (*got ? "true" : "false") : Message(got.status()).c_str(),
+                    static_cast<unsigned long long>(cost));
+      }
       if (!agree && is_known) {
         known->disagreed[expr] = true;
         ++t.known;
@@ -253,6 +261,13 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known) {
 TEST(CelDiffTest, CorpusAndSeededRandomSelectorsAgreeWithKubernetes) {
   absl::StatusOr<Known> known = LoadKnown(CELDIFF_KNOWN);
   ASSERT_TRUE(known.ok()) << known.status();
+  // CELDIFF_PROBE=FILE evaluates only FILE (corpus format) and prints every outcome and cost on
+  // both sides: a debugging aid for single expressions.
+  if (const char* probe = std::getenv("CELDIFF_PROBE"); probe != nullptr) {
+    Known none;
+    RunDifferential(/*random=*/0, /*seed=*/1, /*with_corpus=*/true, &none, probe, /*verbose=*/true);
+    return;
+  }
   // The corpus, then random selectors from three seeds.
   RunDifferential(/*random=*/2000, /*seed=*/1, /*with_corpus=*/true, &*known);
   RunDifferential(/*random=*/1000, /*seed=*/2, /*with_corpus=*/false, &*known);

@@ -89,6 +89,14 @@ class Node {
   virtual Val Eval(Ctx& ctx) const = 0;
   // Constant nodes report their value (for folding).
   virtual const Val* constant() const { return nullptr; }
+  // Whether cel-go plans this expression as an attribute (identifier, select, index, ternary):
+  // runtime cost follows from that (cel-go interpreter/runtimecost.go): an attribute costs 1 plus
+  // 1 per qualifier applied, and a select or index on a non-attribute costs 1 more (a "relative"
+  // attribute around the operand).
+  virtual bool is_attribute() const { return false; }
+  // cel-go resolves an attribute in a ternary branch or under has() without observing the
+  // attribute itself: its qualifiers still cost 1 each, its own 1 is not charged.
+  virtual void DropAttributeCost() {}
   int32_t offset() const { return offset_; }
 
  private:

@@ -284,7 +284,9 @@ Val Contains(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("contains");
   return Val::Bool(a[0].str().find(a[1].str()) != std::string_view::npos);
 }
-uint64_t ContainsCost(const Val* a, uint32_t) { return CostOf(0.1, a[0].n) * CostOf(0.1, a[1].n); }
+uint64_t ContainsCost(const Val* a, uint32_t) {
+  return CostOf(0.1, ActualSize(a[0])) * CostOf(0.1, ActualSize(a[1]));
+}
 Val StartsWith(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("startsWith");
   return Val::Bool(a[0].str().substr(0, a[1].n) == a[1].str());
@@ -293,11 +295,43 @@ Val EndsWith(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("endsWith");
   return Val::Bool(a[0].n >= a[1].n && a[0].str().substr(a[0].n - a[1].n) == a[1].str());
 }
-uint64_t ListSizeCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, CostSize(a[0])); }
-// lists.range(n) builds n elements: charge them, so that memory stays bounded by the cost limit.
-uint64_t RangeCost(const Val* a, uint32_t) {
-  return a[0].kind == VK::kInt && a[0].i > 1 ? static_cast<uint64_t>(a[0].i) : 1;
+// ext.Lists v3 cost trackers (cel-go ext/lists.go): a call that allocates a list costs 1 + 10
+// (ListCreateBaseCost) + factor * size. The result size is derived from the arguments, as the cost
+// is charged before the work (an error result has size 1).
+uint64_t AllocatingListCost(double factor, uint64_t size) {
+  return static_cast<uint64_t>(static_cast<double>(size) * factor) + 11;
 }
+uint64_t SliceCost(const Val* a, uint32_t) {
+  if (a[0].kind == VK::kList && a[1].kind == VK::kInt && a[2].kind == VK::kInt && a[1].i >= 0 &&
+      a[1].i <= a[2].i && a[2].i <= a[0].n) {
+    return AllocatingListCost(1, static_cast<uint64_t>(a[2].i - a[1].i));
+  }
+  return AllocatingListCost(1, 1);
+}
+uint64_t FlattenCost(const Val* a, uint32_t n) {
+  double depth = n == 2 && a[1].kind == VK::kInt ? static_cast<double>(a[1].i) : 1.0;
+  if (depth < 0) depth = 1.0;
+  return AllocatingListCost(depth, ActualSize(a[0]));
+}
+uint64_t ReverseCost(const Val* a, uint32_t) {
+  return AllocatingListCost(1, a[0].kind == VK::kList ? a[0].n : 1);
+}
+// lists.range(n): the result has n elements (an error result, size 1, for a negative n or one over
+// the limit).
+uint64_t RangeCost(const Val* a, uint32_t) {
+  const bool ok = a[0].kind == VK::kInt && a[0].i >= 0 && a[0].i <= 1'000'000;
+  return AllocatingListCost(1, ok ? static_cast<uint64_t>(a[0].i) : 1);
+}
+// distinct, sort and sortBy compare every pair: factor 2 (+0.1 for strings and bytes) * size^2.
+uint64_t SelfCompareCost(const Val& l) {
+  const uint64_t sz = ActualSize(l);
+  double factor = 2.0;
+  if (sz == 0 || l.kind != VK::kList) return AllocatingListCost(factor, l.kind == VK::kList ? 0 : sz * sz);
+  if (IsText(l.l->data[0])) factor += 0.1;
+  return AllocatingListCost(factor, sz * sz);
+}
+uint64_t SelfCompareReceiverCost(const Val* a, uint32_t) { return SelfCompareCost(a[0]); }
+uint64_t SelfCompareKeysCost(const Val* a, uint32_t) { return SelfCompareCost(a[1]); }
 
 Val Matches(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("matches");
@@ -1064,7 +1098,9 @@ Val SetsIntersects(Ctx& ctx, const Val* a, uint32_t n) {
   }
   return Val::Bool(false);
 }
-uint64_t SetsCost(const Val* a, uint32_t) { return std::max<uint64_t>(1, uint64_t{a[0].n} * a[1].n); }
+// cel-go ext/sets.go: 1 + factor * |a| * |b| (factor 2 for equivalent).
+uint64_t SetsCost(const Val* a, uint32_t) { return 1 + ActualSize(a[0]) * ActualSize(a[1]); }
+uint64_t SetsEquivalentCost(const Val* a, uint32_t) { return 1 + 2 * ActualSize(a[0]) * ActualSize(a[1]); }
 
 // ---- DRA includes, macro helpers -------------------------------------------------------------
 
@@ -1075,7 +1111,8 @@ Val Includes(Ctx& ctx, const Val* a, uint32_t) {
   }
   return Val::Bool(EqualBool(a[0], a[1]));
 }
-uint64_t IncludesCost(const Val* a, uint32_t) { return a[0].kind == VK::kList ? std::max<uint32_t>(1, a[0].n) : 1; }
+// Kubernetes charges `includes` as one traversal of the receiver (library/cost.go).
+uint64_t IncludesCost(const Val* a, uint32_t) { return Traversal(a[0]); }
 
 Val MapInsert(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kMap) NO_OVERLOAD("cel.@mapInsert");
@@ -1176,19 +1213,19 @@ std::vector<FunctionDef> StandardFunctions() {
       {"substring", Substring, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 3},
       {"trim", Trim, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
       {"join", Join, false, true, kStringsLibrary, JoinCost, K::kString, 1, 2},
-      {"format", Format, false, true, kStringsLibrary, nullptr, K::kString, 2, 2},
-      {"strings.quote", Quote, true, false, kStringsLibrary, nullptr, K::kString, 1, 1},
+      {"format", Format, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 2},
+      {"strings.quote", Quote, true, false, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
       // Lists v3.
-      {"slice", Slice, false, true, kListsLibrary, ListSizeCost, K::kDyn, 3, 3},
-      {"flatten", Flatten, false, true, kListsLibrary, ListSizeCost, K::kList, 1, 2},
-      {"distinct", Distinct, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
+      {"slice", Slice, false, true, kListsLibrary, SliceCost, K::kDyn, 3, 3},
+      {"flatten", Flatten, false, true, kListsLibrary, FlattenCost, K::kList, 1, 2},
+      {"distinct", Distinct, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1},
       {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1},
-      {"reverse", Reverse, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
-      {"sort", Sort, false, true, kListsLibrary, ListSizeCost, K::kDyn, 1, 1},
-      {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, ListSizeCost, K::kDyn, 2, 2},
+      {"reverse", Reverse, false, true, kListsLibrary, ReverseCost, K::kDyn, 1, 1},
+      {"sort", Sort, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1},
+      {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, SelfCompareKeysCost, K::kDyn, 2, 2},
       // Sets.
       {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
-      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
+      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsEquivalentCost, K::kBool, 2, 2},
       {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
       // Kubernetes lists.
       {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, TraversalCost, K::kBool, 1, 1},

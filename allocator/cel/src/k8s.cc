@@ -6,6 +6,7 @@
 
 #include "devlet/common/status.h"
 #include "eval.h"
+#include "utf8.h"
 
 #if __has_include("devlet/cel/quantity.h")
 #include "devlet/cel/quantity.h"
@@ -29,7 +30,10 @@ namespace {
 using K = Type::Kind;
 #define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
 
-uint64_t ParseCost(const Val* a, uint32_t) { return CostOf(0.1, a[0].n); }  // Kubernetes library/cost.go
+// Kubernetes library/cost.go: parsing costs 0.1 per character (code point) of the argument.
+uint64_t ParseCost(const Val* a, uint32_t) {
+  return CostOf(0.1, a[0].kind == VK::kString ? Utf8CountCodePoints(a[0].str()) : 1);
+}
 
 Val Compare3(Ctx& ctx, const Val* a, uint32_t n, const char* name, int* out) {
 #if DEVLET_CEL_HAVE_QUANTITY
@@ -241,8 +245,8 @@ std::vector<FunctionDef> KubernetesObjectFunctions() {
       {"asApproximateFloat", AsApproximateFloat, false, true, kQ, nullptr, K::kDouble, 1, 1},
       {"add", QAdd, false, true, kQ, nullptr, K::kQuantity, 2, 2},
       {"sub", QSub, false, true, kQ, nullptr, K::kQuantity, 2, 2},
-      {"semver", SemverFn, true, false, kS, nullptr, K::kSemver, 1, 2},
-      {"isSemver", IsSemver, true, false, kS, nullptr, K::kBool, 1, 2},
+      {"semver", SemverFn, true, false, kS, ParseCost, K::kSemver, 1, 2},
+      {"isSemver", IsSemver, true, false, kS, ParseCost, K::kBool, 1, 2},
       {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt, 1, 1},
       {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt, 1, 1},
       {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt, 1, 1},

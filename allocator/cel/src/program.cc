@@ -62,9 +62,11 @@ class VarNode final : public Node {
   VarNode(int32_t offset, uint32_t index, std::string name)
       : Node(offset), index_(index), name_(std::move(name)) {}
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(1);
+    ctx.AddCost(attr_cost_);
     return Load(ctx);
   }
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { attr_cost_ = 0; }
   // Load without cost; `found` reports whether the activation binds it.
   Val Load(Ctx& ctx, bool* found = nullptr) const {
     if (!ctx.var_loaded[index_]) {
@@ -80,19 +82,25 @@ class VarNode final : public Node {
  private:
   uint32_t index_;
   std::string name_;
+  uint64_t attr_cost_ = 1;
 };
 
 class DeviceVarNode final : public Node {
  public:
   explicit DeviceVarNode(int32_t offset) : Node(offset) {}
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(1);
+    ctx.AddCost(attr_cost_);
     if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
     Val r;
     r.kind = VK::kDevice;
     r.dev = ctx.device;
     return r;
   }
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { attr_cost_ = 0; }
+
+ private:
+  uint64_t attr_cost_ = 1;
 };
 
 // a.b.c where the activation may bind "a.b.c", "a.b" or "a" (unchecked qualified names).
@@ -101,8 +109,10 @@ class QualifiedVarNode final : public Node {
   QualifiedVarNode(int32_t offset, std::vector<std::unique_ptr<VarNode>> candidates,
                    std::vector<std::string> fields)
       : Node(offset), candidates_(std::move(candidates)), fields_(std::move(fields)) {}
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { attr_cost_ = 0; }
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(1);
+    ctx.AddCost(attr_cost_);
     // candidates_[i] binds the name with fields_.size() - i trailing fields consumed.
     for (size_t i = 0; i < candidates_.size(); ++i) {
       bool found = false;
@@ -121,40 +131,75 @@ class QualifiedVarNode final : public Node {
  private:
   std::vector<std::unique_ptr<VarNode>> candidates_;  // longest name first
   std::vector<std::string> fields_;
+  uint64_t attr_cost_ = 1;
 };
 
 class SlotNode final : public Node {
  public:
   SlotNode(int32_t offset, uint32_t slot) : Node(offset), slot_(slot) {}
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(1);
+    ctx.AddCost(attr_cost_);
     return ctx.slots[slot_];
   }
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { attr_cost_ = 0; }
 
  private:
   uint32_t slot_;
+  uint64_t attr_cost_ = 1;
 };
+
+// cel-go's cost of one qualifier (select, index, optional select) applied to `operand`, given the
+// result: none when the operand failed (qualification stops there); in optional mode (an optional
+// operand or an optional qualifier) only when the qualifier found something; else 1.
+inline uint64_t QualifierCost(const Val& operand, const Val& result, bool optional) {
+  if (operand.is_error()) return 0;
+  if (optional || operand.kind == VK::kOptional) {
+    return result.is_error() || (result.kind == VK::kOptional && result.opt == nullptr) ? 0 : 1;
+  }
+  return 1;
+}
 
 class SelectNode final : public Node {
  public:
   SelectNode(int32_t offset, NodePtr operand, std::string field)
-      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {}
+      : Node(offset), operand_(std::move(operand)), field_(std::move(field)),
+        relative_cost_(operand_->is_attribute() ? 0 : 1) {}
   Val Eval(Ctx& ctx) const override {
     Val v = operand_->Eval(ctx);
-    ctx.AddCost(1);
-    return Select(ctx, v, field_);
+    ctx.AddCost(relative_cost_);
+    Val r = Select(ctx, v, field_);
+    ctx.AddCost(QualifierCost(v, r, false));
+    return r;
+  }
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override {
+    if (relative_cost_ != 0) {
+      relative_cost_ = 0;
+    } else {
+      operand_->DropAttributeCost();
+    }
   }
 
  private:
   NodePtr operand_;
   std::string field_;
+  uint64_t relative_cost_;
 };
 
 class HasNode final : public Node {
  public:
+  // has() is a test-only attribute: with Kubernetes' PresenceTestHasCost(false) the attribute's
+  // own 1 is refunded, and a non-attribute operand is not charged as a relative attribute.
   HasNode(int32_t offset, NodePtr operand, std::string field)
-      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {}
-  Val Eval(Ctx& ctx) const override { return Has(ctx, operand_->Eval(ctx), field_); }
+      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {
+    operand_->DropAttributeCost();
+  }
+  Val Eval(Ctx& ctx) const override {
+    Val v = operand_->Eval(ctx);
+    if (!v.is_error() && !(v.kind == VK::kOptional && v.opt == nullptr)) ctx.AddCost(1);
+    return Has(ctx, v, field_);
+  }
 
  private:
   NodePtr operand_;
@@ -165,11 +210,16 @@ class HasNode final : public Node {
 class DriverNode final : public Node {
  public:
   explicit DriverNode(int32_t offset) : Node(offset) {}
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { cost_ = 1; }
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(2);
+    ctx.AddCost(cost_);
     if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
     return Val::Str(ctx.device->driver());
   }
+
+ private:
+  uint64_t cost_ = 2;
 };
 
 // DRA: device.attributes["domain"] / device.capacity["domain"] with a constant domain.
@@ -177,8 +227,10 @@ class DomainNode final : public Node {
  public:
   DomainNode(int32_t offset, std::string domain, bool capacity)
       : Node(offset), domain_(std::move(domain)), capacity_(capacity) {}
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { cost_ = 2; }
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(3);
+    ctx.AddCost(cost_);
     if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
     Val r;
     r.kind = VK::kDomainMap;
@@ -191,6 +243,7 @@ class DomainNode final : public Node {
  private:
   std::string domain_;
   bool capacity_;
+  uint64_t cost_ = 3;
 };
 
 // DRA: device.attributes["domain"].id (or ["id"]), constant domain and id: one view lookup.
@@ -198,8 +251,10 @@ class AttrNode final : public Node {
  public:
   AttrNode(int32_t offset, std::string domain, std::string id, bool capacity)
       : Node(offset), domain_(std::move(domain)), id_(std::move(id)), capacity_(capacity) {}
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override { cost_ = 3; }
   Val Eval(Ctx& ctx) const override {
-    ctx.AddCost(4);
+    ctx.AddCost(cost_);
     if (ctx.device == nullptr) return ctx.Error("no such attribute: device");
     bool found = false;
     Val v = DomainLookup(ctx, ctx.device, capacity_, domain_, id_, &found);
@@ -210,37 +265,67 @@ class AttrNode final : public Node {
  private:
   std::string domain_, id_;
   bool capacity_;
+  uint64_t cost_ = 4;
 };
 
 class IndexNode final : public Node {
  public:
+  // The key is a qualifier: a constant costs 1, an attribute its own cost, anything else its cost
+  // plus 1 (a relative attribute). It is evaluated only once the operand resolved.
   IndexNode(int32_t offset, NodePtr operand, NodePtr key, bool optional)
-      : Node(offset), operand_(std::move(operand)), key_(std::move(key)), optional_(optional) {}
+      : Node(offset), operand_(std::move(operand)), key_(std::move(key)), optional_(optional),
+        relative_cost_(operand_->is_attribute() ? 0 : 1), key_cost_(key_->is_attribute() ? 0 : 1) {}
   Val Eval(Ctx& ctx) const override {
     Val o = operand_->Eval(ctx);
+    ctx.AddCost(relative_cost_);
+    if (o.is_error()) return o;
+    if (o.kind == VK::kOptional && o.opt == nullptr) return o;
     Val k = key_->Eval(ctx);
-    ctx.AddCost(1);
-    return optional_ ? OptIndex(ctx, o, k) : Index(ctx, o, k);
+    Val r = optional_ ? OptIndex(ctx, o, k) : Index(ctx, o, k);
+    if (key_cost_ != 0 && QualifierCost(o, r, optional_) != 0) ctx.AddCost(key_cost_);
+    return r;
+  }
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override {
+    if (relative_cost_ != 0) {
+      relative_cost_ = 0;
+    } else {
+      operand_->DropAttributeCost();
+    }
   }
 
  private:
   NodePtr operand_, key_;
   bool optional_;
+  uint64_t relative_cost_;
+  uint64_t key_cost_;
 };
 
 class OptSelectNode final : public Node {
  public:
   OptSelectNode(int32_t offset, NodePtr operand, std::string field)
-      : Node(offset), operand_(std::move(operand)), field_(std::move(field)) {}
+      : Node(offset), operand_(std::move(operand)), field_(std::move(field)),
+        relative_cost_(operand_->is_attribute() ? 0 : 1) {}
   Val Eval(Ctx& ctx) const override {
     Val v = operand_->Eval(ctx);
-    ctx.AddCost(1);
-    return OptSelect(ctx, v, field_);
+    ctx.AddCost(relative_cost_);
+    Val r = OptSelect(ctx, v, field_);
+    ctx.AddCost(QualifierCost(v, r, true));
+    return r;
+  }
+  bool is_attribute() const override { return true; }
+  void DropAttributeCost() override {
+    if (relative_cost_ != 0) {
+      relative_cost_ = 0;
+    } else {
+      operand_->DropAttributeCost();
+    }
   }
 
  private:
   NodePtr operand_;
   std::string field_;
+  uint64_t relative_cost_;
 };
 
 class AndNode final : public Node {
@@ -280,8 +365,13 @@ class NotStrictlyFalseNode final : public Node {
 
 class CondNode final : public Node {
  public:
+  // cel-go resolves attribute branches directly (see DropAttributeCost).
   CondNode(int32_t offset, NodePtr c, NodePtr t, NodePtr f)
-      : Node(offset), c_(std::move(c)), t_(std::move(t)), f_(std::move(f)) {}
+      : Node(offset), c_(std::move(c)), t_(std::move(t)), f_(std::move(f)) {
+    if (t_->is_attribute()) t_->DropAttributeCost();
+    if (f_->is_attribute()) f_->DropAttributeCost();
+  }
+  bool is_attribute() const override { return true; }
   Val Eval(Ctx& ctx) const override {
     Val c = c_->Eval(ctx);
     if (c.kind == VK::kBool) return c.b ? t_->Eval(ctx) : f_->Eval(ctx);
@@ -293,10 +383,21 @@ class CondNode final : public Node {
   NodePtr c_, t_, f_;
 };
 
+// How cel-go plans a call, which decides its runtime cost (interpreter/planner.go):
+struct CallShape {
+  // The checker resolved exactly one overload. Otherwise the call has no overload id and only
+  // Kubernetes' per-function costs apply; everything else costs 1.
+  bool resolved = true;
+  // Planned as evalVarArgs (3+ arguments, a dynamically dispatched call, or a function-only
+  // binding): an error argument stops evaluation of the later arguments, and when it is not the
+  // last argument the call itself is not charged (its arguments are not all on the cost stack).
+  bool varargs = false;
+};
+
 class CallNode final : public Node {
  public:
-  CallNode(int32_t offset, const FunctionDef* def, std::vector<NodePtr> args)
-      : Node(offset), def_(def), args_(std::move(args)) {}
+  CallNode(int32_t offset, const FunctionDef* def, std::vector<NodePtr> args, CallShape shape = {})
+      : Node(offset), def_(def), args_(std::move(args)), shape_(shape) {}
   Val Eval(Ctx& ctx) const override {
     Val buf[4];
     std::vector<Val> heap;
@@ -308,17 +409,22 @@ class CallNode final : public Node {
     }
     for (uint32_t i = 0; i < n; ++i) {
       vals[i] = args_[i]->Eval(ctx);
+      if (shape_.varargs && i + 1 < n && vals[i].is_error()) return vals[i];
     }
     for (uint32_t i = 0; i < n; ++i) {
       if (vals[i].is_error()) {
-        // cel-go charges the call even when an argument failed (but `in` on a constant list is a
-        // set lookup there, not a call).
+        // cel-go charges the call even when an argument failed, sizing the error as 1 (but `in`
+        // on a constant list is a set lookup there, not a call).
         const bool set_lookup = def_->name == "@in" && vals[1].kind == VK::kList && vals[1].sub == kConstantList;
-        if (!set_lookup) ctx.AddCost(1);
+        if (!set_lookup) {
+          Val sized[4];
+          for (uint32_t j = 0; j < n && j < 4; ++j) sized[j] = vals[j].is_error() ? Val::Null() : vals[j];
+          ctx.AddCost(CallCost(sized, n));
+        }
         return vals[i];
       }
     }
-    ctx.AddCost(def_->cost ? def_->cost(vals, n) : 1);
+    ctx.AddCost(CallCost(vals, n));
     if (ctx.aborted()) return ctx.Error("aborted");  // do not start work past the limit
     return def_->fn(ctx, vals, n);
   }
@@ -326,8 +432,22 @@ class CallNode final : public Node {
   const std::vector<NodePtr>& args() const { return args_; }
 
  private:
+  uint64_t CallCost(const Val* vals, uint32_t n) const {
+    if (!shape_.resolved || def_->cost == nullptr || n > 4) return shape_.resolved || KubernetesCosted() ? (def_->cost && n <= 4 ? def_->cost(vals, n) : 1) : 1;
+    return def_->cost(vals, n);
+  }
+  // Kubernetes' library/cost.go prices these by function name, with or without an overload id.
+  bool KubernetesCosted() const {
+    static constexpr std::string_view kNames[] = {
+        "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes", "lowerAscii",
+        "upperAscii", "substring", "trim", "replace", "split", "join", "find", "findAll",
+        "quantity", "isQuantity", "semver", "isSemver"};
+    return std::find(std::begin(kNames), std::end(kNames), def_->name) != std::end(kNames);
+  }
+
   const FunctionDef* def_;
   std::vector<NodePtr> args_;
+  CallShape shape_;
 };
 
 // A call to a function that is not declared (only without type checking): runtime error.
@@ -355,9 +475,9 @@ class OptOrNode final : public Node {
   OptOrNode(int32_t offset, NodePtr target, NodePtr alt, bool or_value)
       : Node(offset), target_(std::move(target)), alt_(std::move(alt)), or_value_(or_value) {}
   Val Eval(Ctx& ctx) const override {
+    // No cost of its own: cel-go plans or/orValue as a short-circuiting node, not a call.
     Val t = target_->Eval(ctx);
     if (t.is_error()) return t;
-    ctx.AddCost(1);
     if (t.kind != VK::kOptional) {
       return ctx.NoOverload(or_value_ ? "orValue" : "or", &t, 1);
     }
@@ -1170,7 +1290,10 @@ class Planner {
         v.kind == VK::kDomainMap) {
       return p;
     }
-    Planned c = MakeConst(offset, v, ctx.cost, p.type);
+    // cel-go's OptOptimize folds a conversion of a planning constant into a constant, which costs
+    // nothing at runtime; other constant calls are folded here only for speed and keep their cost.
+    const bool celgo_folds = literal_args;
+    Planned c = MakeConst(offset, v, celgo_folds ? 0 : ctx.cost, p.type);
     c.cost_min = std::min(c.cost_min, p.cost_min);
     return c;
   }
@@ -1238,14 +1361,63 @@ class Planner {
       p.type = ResultType(synthetic, args);
     }
     EstimateCall(name, args, &p);
+    const CallShape shape = ShapeOf(name, args);
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
-    p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes));
+    p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes), shape);
     bool literal_args = target == nullptr && IsConversion(name);
     for (size_t i = 0; i < e.args.size() && literal_args; ++i) {
       literal_args = PlanningConstant(*e.args[i], *static_cast<const CallNode*>(p.node.get())->args()[i]);
     }
     return FoldIfConst(std::move(p), e.offset, literal_args);
+  }
+
+  // How cel-go plans this call (see CallShape): the number of overloads its checker keeps for the
+  // argument types, and the kind of binding.
+  static CallShape ShapeOf(std::string_view name, const std::vector<Planned>& args) {
+    CallShape shape;
+    if (name == "_==_" || name == "_!=_") return shape;  // evalEq / evalNe, always "equals"
+    size_t overloads = 1;
+    auto concrete_elems = [](const Type& t) {
+      if (t.kind() != Type::Kind::kList || t.param0().is_dyn()) return false;
+      switch (t.param0().kind()) {
+        case Type::Kind::kInt:
+        case Type::Kind::kUint:
+        case Type::Kind::kDouble:
+        case Type::Kind::kBool:
+        case Type::Kind::kString:
+        case Type::Kind::kBytes:
+        case Type::Kind::kTimestamp:
+        case Type::Kind::kDuration: return true;
+        default: return false;
+      }
+    };
+    if (name == "sort" || name == "isSorted" || name == "sum" || name == "min" || name == "max") {
+      // One overload per element type.
+      overloads = !args.empty() && concrete_elems(args[0].type) ? 1 : 2;
+    } else if (name == "@sortByAssociatedKeys") {
+      overloads = args.size() == 2 && concrete_elems(args[1].type) ? 1 : 2;
+    } else if (const std::vector<Signature>* sigs = Signatures(name); sigs != nullptr) {
+      overloads = 0;
+      for (const Signature& sig : *sigs) {
+        if (sig.params.size() != args.size()) continue;
+        bool ok = true;
+        for (size_t i = 0; i < args.size() && ok; ++i) ok = Matches(sig.params[i], args[i].type);
+        if (ok) ++overloads;
+      }
+      if (overloads == 0) overloads = 1;
+    }
+    shape.resolved = overloads == 1;
+    // The standard library binds its operators, size() and matches() to one function for all
+    // overloads (a singleton binding), so they stay unary/binary calls even when ambiguous.
+    static constexpr std::string_view kSingletons[] = {"_+_", "_-_", "_*_", "_/_", "_%_", "-_",
+                                                       "_<_", "_<=_", "_>_", "_>=_", "@in",
+                                                       "size", "type", "dyn", "matches"};
+    const bool singleton = std::find(std::begin(kSingletons), std::end(kSingletons), name) !=
+                           std::end(kSingletons);
+    shape.varargs = args.size() >= 3 || (!shape.resolved && !singleton) || name == "format" ||
+                    name == "slice";
+    return shape;
   }
 
   static std::string ArgTypes(const std::vector<Planned>& args) {

@@ -205,7 +205,9 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, con
   Activation empty;
   ctx.activation = &empty;
   const internal::Val v = program.impl().Run(ctx);
-  if (cost != nullptr) *cost = ctx.cost;
+  if (cost != nullptr) {
+    *cost = ctx.abort == EvalResult::Abort::kCostLimit ? ctx.cost_at_abort : ctx.cost;
+  }
   if (v.kind == internal::VK::kBool) return v.b;
   if (v.kind == internal::VK::kError) {
     const std::string_view msg = v.str();

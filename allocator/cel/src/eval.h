@@ -35,9 +35,16 @@ struct Ctx {
 
   explicit Ctx(Arena& a) : arena(a) {}
 
+  // The cost when the limit was first exceeded: cel-go stops right there (it panics out of the
+  // evaluation), so that is the cost it reports.
+  uint64_t cost_at_abort = 0;
+
   void AddCost(uint64_t c) {
     cost += c;
-    if (cost > limit && abort == EvalResult::Abort::kNone) abort = EvalResult::Abort::kCostLimit;
+    if (cost > limit && abort == EvalResult::Abort::kNone) {
+      abort = EvalResult::Abort::kCostLimit;
+      cost_at_abort = cost;
+    }
   }
   bool aborted() const { return abort != EvalResult::Abort::kNone; }
   // Called once per comprehension iteration; checks interruption every 100 iterations.

@@ -262,7 +262,7 @@ Val In(Ctx& ctx, const Val* a, uint32_t n) {
 }
 uint64_t InCost(const Val* a, uint32_t) {
   if (a[1].kind != VK::kList) return 1;
-  return a[1].sub == kConstantList ? 0 : a[1].n;  // cel-go plans `in` on a constant list as a set lookup
+  return a[1].n;  // `in` on a constant list is a set lookup, costed by the planner (CallShape)
 }
 
 // ---- Size and strings --------------------------------------------------------------------

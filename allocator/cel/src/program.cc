@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ast.h"
+#include "utf8.h"
 #include "devlet/cel/dra.h"
 #include "devlet/common/status.h"
 
@@ -392,6 +393,9 @@ struct CallShape {
   // binding): an error argument stops evaluation of the later arguments, and when it is not the
   // last argument the call itself is not charged (its arguments are not all on the cost stack).
   bool varargs = false;
+  // `x in <constant list of primitives>`: cel-go's OptOptimize turns it into a set lookup, which
+  // is not a call and costs nothing.
+  bool set_lookup = false;
 };
 
 class CallNode final : public Node {
@@ -415,16 +419,27 @@ class CallNode final : public Node {
       if (vals[i].is_error()) {
         // cel-go charges the call even when an argument failed, sizing the error as 1 (but `in`
         // on a constant list is a set lookup there, not a call).
-        const bool set_lookup = def_->name == "@in" && vals[1].kind == VK::kList && vals[1].sub == kConstantList;
-        if (!set_lookup) {
+        if (!shape_.set_lookup) {
+          // An error has size 1. String concatenation and comparison are priced by their overload,
+          // so an error beside a string is sized as a one-character string.
           Val sized[4];
-          for (uint32_t j = 0; j < n && j < 4; ++j) sized[j] = vals[j].is_error() ? Val::Null() : vals[j];
+          const bool text_op = n == 2 && (def_->name == "_+_" || def_->name == "_<_" ||
+                                          def_->name == "_<=_" || def_->name == "_>_" ||
+                                          def_->name == "_>=_");
+          for (uint32_t j = 0; j < n && j < 4; ++j) {
+            sized[j] = vals[j];
+            if (!vals[j].is_error()) continue;
+            const Val& other = vals[1 - (j & 1)];
+            sized[j] = text_op && (other.kind == VK::kString || other.kind == VK::kBytes)
+                           ? Val::Str(" ", other.kind)
+                           : Val::Null();
+          }
           ctx.AddCost(CallCost(sized, n));
         }
         return vals[i];
       }
     }
-    ctx.AddCost(CallCost(vals, n));
+    if (!shape_.set_lookup) ctx.AddCost(CallCost(vals, n));
     if (ctx.aborted()) return ctx.Error("aborted");  // do not start work past the limit
     return def_->fn(ctx, vals, n);
   }
@@ -505,14 +520,19 @@ class RegexNode final : public Node {
   Val Eval(Ctx& ctx) const override {
     Val t = text_->Eval(ctx);
     Val lim = limit_ ? limit_->Eval(ctx) : Val::Int(-1);
+    // cel-go prices the call from the argument sizes (a non-string sized as cel-go's actualSize),
+    // also when the call then fails; a failed text stops it before the call is priced.
     if (t.is_error()) return t;
+    const uint64_t size = t.kind == VK::kString ? Utf8CountCodePoints(t.str())
+                          : (t.kind == VK::kList || t.kind == VK::kMap || t.kind == VK::kBytes) ? t.n
+                                                                                                  : 1;
+    const uint64_t str_cost = CostOf(0.1, size + 1);
+    const uint64_t re_cost = CostOf(0.25, pattern_len_);
+    ctx.AddCost(str_cost * re_cost);
     if (lim.is_error()) return lim;
     if (t.kind != VK::kString || lim.kind != VK::kInt) {
       return ctx.NoOverload(op_ == Op::kMatches ? "matches" : op_ == Op::kFind ? "find" : "findAll", &t, 1);
     }
-    const uint64_t str_cost = CostOf(0.1, uint64_t{t.n} + 1);
-    const uint64_t re_cost = CostOf(0.25, pattern_len_);
-    ctx.AddCost(std::max<uint64_t>(1, str_cost * re_cost));
     switch (op_) {
       case Op::kMatches: return Val::Bool(RegexMatch(*re_, t.str()));
       case Op::kFind: return RegexFind(ctx, *re_, t.str());
@@ -685,6 +705,10 @@ struct Planned {
   uint64_t elem_size = kMaxU;           // max size of list elements / map values
   uint64_t key_size = kMaxU;            // max size of map keys
   enum class Dra : unsigned char { kNone, kDevice, kAttributes, kCapacity, kDomain } dra = Dra::kNone;
+  // cel-go's planner sees a constant (InterpretableConst): a literal, a type name, a list or map
+  // literal of such constants, or a conversion of one (OptOptimize). Only these cost nothing at
+  // runtime; other expressions folded here keep their cel-go cost.
+  bool celgo_const = false;
   bool dra_capacity = false;  // with kDomain
 };
 
@@ -813,7 +837,9 @@ class Planner {
       case Constant::Kind::kString: v = Val::Str(Keep(c.s)); break;
       case Constant::Kind::kBytes: v = Val::Str(Keep(c.s), VK::kBytes); break;
     }
-    return MakeConst(e.offset, v, 0, ConstType(c));
+    Planned p = MakeConst(e.offset, v, 0, ConstType(c));
+    p.celgo_const = true;
+    return p;
   }
 
   const ScopeVar* FindScope(std::string_view name) const {
@@ -870,7 +896,9 @@ class Planner {
     }
     if (const Type* t = FindDeclared(name)) return PlanVariable(e.offset, name, *t);
     if (IsTypeName(name)) {
-      return MakeConst(e.offset, Val::TypeName(Keep(name)), 0, Type::TypeType());
+      Planned p = MakeConst(e.offset, Val::TypeName(Keep(name)), 0, Type::TypeType());
+      p.celgo_const = true;
+      return p;
     }
     if (options_.type_check) {
       Error(e.offset, "undeclared reference to '" + name + "' (in container '')");
@@ -1260,20 +1288,7 @@ class Planner {
            fn == "duration" || fn == "timestamp" || fn == "dyn" || fn == "type";
   }
 
-  // Whether cel-go would see `e` as a constant when planning: a literal, a constant list/map
-  // literal, or a conversion of a constant.
-  bool PlanningConstant(const Expr& e, const Node& planned) const {
-    if (planned.constant() == nullptr) return false;
-    switch (e.kind) {
-      case Expr::Kind::kConst:
-      case Expr::Kind::kList:
-      case Expr::Kind::kMap: return true;
-      case Expr::Kind::kCall: return e.operand == nullptr && IsConversion(e.name);
-      default: return false;
-    }
-  }
-
-  // `literal_args`: every argument is a constant for cel-go's planner (see PlanningConstant).
+  // `literal_args`: a conversion whose argument cel-go's planner sees as a constant (celgo_const).
   Planned FoldIfConst(Planned p, int32_t offset, bool literal_args = false) {
     if (!AllConst(*p.node)) return p;
     Ctx ctx(*program_.constants);
@@ -1295,6 +1310,7 @@ class Planner {
     const bool celgo_folds = literal_args;
     Planned c = MakeConst(offset, v, celgo_folds ? 0 : ctx.cost, p.type);
     c.cost_min = std::min(c.cost_min, p.cost_min);
+    c.celgo_const = celgo_folds;
     return c;
   }
   static bool AllConst(const Node& n) {
@@ -1361,14 +1377,30 @@ class Planner {
       p.type = ResultType(synthetic, args);
     }
     EstimateCall(name, args, &p);
-    const CallShape shape = ShapeOf(name, args);
+    CallShape shape = ShapeOf(name, args);
+    if (name == "@in" && args.size() == 2 && args[1].celgo_const && args[1].node->constant() != nullptr &&
+        args[1].node->constant()->kind == VK::kList) {
+      const Val& list = *args[1].node->constant();
+      shape.set_lookup = true;
+      for (uint32_t i = 0; i < list.n; ++i) {
+        const VK k = list.l->data[i].kind;
+        shape.set_lookup = shape.set_lookup && (k == VK::kInt || k == VK::kUint || k == VK::kDouble ||
+                                                k == VK::kString || k == VK::kBool);
+      }
+      if (shape.set_lookup && list.n == 0) {
+        // cel-go plans `x in []` as the constant false: x is never evaluated.
+        Planned f = MakeConst(e.offset, Val::Bool(false), 0, Type::Bool());
+        f.cost_min = SatAdd(args[0].cost_min, args[1].cost_min);
+        f.cost_max = SatAdd(SatAdd(args[0].cost_max, args[1].cost_max), 1);
+        f.celgo_const = true;
+        return f;
+      }
+    }
+    bool literal_args = target == nullptr && IsConversion(name);
+    for (const Planned& a : args) literal_args = literal_args && a.celgo_const;
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
     p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes), shape);
-    bool literal_args = target == nullptr && IsConversion(name);
-    for (size_t i = 0; i < e.args.size() && literal_args; ++i) {
-      literal_args = PlanningConstant(*e.args[i], *static_cast<const CallNode*>(p.node.get())->args()[i]);
-    }
     return FoldIfConst(std::move(p), e.offset, literal_args);
   }
 
@@ -1609,6 +1641,9 @@ class Planner {
   }
 
   Type ResultType(const FunctionDef& def, const std::vector<Planned>& args) {
+    // Element types cel-go's checker knows (they decide overload resolution, hence costs).
+    if (def.name == "split" || def.name == "findAll") return Type::List(Type::String());
+    if (def.name == "lists.range") return Type::List(Type::Int());
     if (def.result != Type::Kind::kDyn) {
       switch (def.result) {
         case Type::Kind::kBool: return Type::Bool();
@@ -1838,8 +1873,10 @@ class Planner {
     p.cost_min = p.cost_max = 10;
     uint64_t elem_size = 0;
     bool all_const = true;
+    bool celgo_const = true;
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
+      celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i];
       p.cost_min = SatAdd(p.cost_min, a.cost_min);
       p.cost_max = SatAdd(p.cost_max, a.cost_max);
       elem_size = std::max(elem_size, a.size_max);
@@ -1867,14 +1904,17 @@ class Planner {
     p.elem_size = elem_size;
     p.node = std::make_unique<ListNode>(e.offset, std::move(nodes), e.optional_entries);
     if (all_const) {
-      // A constant list is built once, as cel-go folds it when planning: no runtime cost, while
-      // the estimate keeps the literal's 10.
+      // A constant list is built once. cel-go folds it too when its elements are its constants
+      // (no runtime cost); otherwise the list's 10 and its elements' costs are still charged.
+      // The estimate keeps the literal's 10.
       Ctx ctx(*program_.constants);
       ctx.strict_format = options_.strings_v2_format;
       Val v = p.node->Eval(ctx);
-      Planned c = MakeConst(e.offset, v, 0, p.type);
+      Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
       c.elem_size = elem_size;
+      c.cost_min = p.cost_min;
       c.cost_max = p.cost_max;
+      c.celgo_const = celgo_const;
       return c;
     }
     return p;
@@ -1888,8 +1928,10 @@ class Planner {
     p.cost_min = p.cost_max = 30;
     uint64_t vsize = 0, ksize = 0;
     bool all_const = true;
+    bool celgo_const = true;
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
+      celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i / 2];
       p.cost_min = SatAdd(p.cost_min, a.cost_min);
       p.cost_max = SatAdd(p.cost_max, a.cost_max);
       all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i / 2];
@@ -1929,8 +1971,10 @@ class Planner {
       Ctx ctx(*program_.constants);
       ctx.strict_format = options_.strings_v2_format;
       if (const Val v = p.node->Eval(ctx); v.kind == VK::kMap) {
-        Planned c = MakeConst(e.offset, v, 0, p.type);
-        c.cost_max = p.cost_max;
+        Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
+        c.cost_min = p.cost_min;
+      c.cost_max = p.cost_max;
+        c.celgo_const = celgo_const;
         c.elem_size = vsize;
         c.key_size = ksize;
         return c;
@@ -2154,7 +2198,7 @@ EvalResult Program::Evaluate(const Activation& activation, const EvalOptions& op
   const internal::Val v = impl_->Run(ctx);
   EvalResult result;
   result.value = internal::ToValue(v);
-  result.cost = ctx.cost;
+  result.cost = ctx.abort == EvalResult::Abort::kCostLimit ? ctx.cost_at_abort : ctx.cost;
   result.abort = ctx.abort;
   return result;
 }

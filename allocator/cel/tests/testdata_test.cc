@@ -236,7 +236,10 @@ void RunCase(const Case& c) {
   if (c.Has("cost")) {
     EXPECT_EQ(r.cost, std::stoull(c.Get("cost"))) << "runtime cost";
   }
-  if (dra_mode && !r.value.is_error()) {
+  // Kubernetes' estimate is not always an upper bound (a select or index on a call result costs a
+  // relative attribute at runtime that the estimator does not see); `estimate-below-cost: true`
+  // marks such cases.
+  if (dra_mode && !r.value.is_error() && !c.Has("estimate-below-cost")) {
     EXPECT_LE(r.cost, program->estimated_cost().max) << "actual cost above the estimate";
   }
 }

@@ -8,13 +8,19 @@ package main
 //	{"devices": [...]}                                       first line
 //	{"expr": "...", "source": "corpus:12", "compileError": "...", "results": [...]}
 //
-// where each result is {"match": bool, "cost": n} or {"error": "...", "cost": n}.
+// where each result is {"match": bool, "cost": n} or {"error": "...", "cost": n}. A selector with a
+// comprehension is evaluated several times: iterating a Go map visits its entries in a random
+// order, so a short-circuiting comprehension over device.attributes (or a domain) may cost more or
+// less from one evaluation to the next; such results also carry "costMin" and "costMax", and the
+// selector is marked "orderDependent" when any device's cost varied.
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
@@ -29,16 +35,35 @@ func toQualified(d *corpusDevice) map[resourceapi.QualifiedName]resourceapi.Devi
 }
 
 type evalResult struct {
-	Match *bool  `json:"match,omitempty"`
-	Error string `json:"error,omitempty"`
-	Cost  uint64 `json:"cost"`
+	Match   *bool  `json:"match,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Cost    uint64 `json:"cost"`
+	CostMin uint64 `json:"costMin,omitempty"`
+	CostMax uint64 `json:"costMax,omitempty"`
 }
+
+// comprehensionMacros are the macro calls whose cost can depend on map iteration order.
+var comprehensionMacros = regexp.MustCompile(`\.(all|exists|exists_one|existsOne|map|filter|transformList|transformMap|transformMapEntry|sortBy)\(`)
+
+// orderMayMatter: the selector iterates (or may iterate) a map: a comprehension, and a map in it
+// (the device's attribute or capacity maps, or a map literal).
+func orderMayMatter(expr string) bool {
+	return comprehensionMacros.MatchString(expr) &&
+		(strings.Contains(expr, "device.attributes") || strings.Contains(expr, "device.capacity") ||
+			strings.Contains(expr, "{"))
+}
+
+// orderRepeats is how often a selector with a comprehension is evaluated per device. Go iterates
+// a small map from a random starting slot, so each of its orders turns up within a few dozen tries.
+const orderRepeats = 64
 
 type evalLine struct {
 	Expr         string       `json:"expr"`
 	Source       string       `json:"source"`
 	CompileError string       `json:"compileError,omitempty"`
 	MaxCost      uint64       `json:"maxCost,omitempty"`
+	// OrderDependent: the runtime cost varied between evaluations of the same device.
+	OrderDependent bool `json:"orderDependent,omitempty"`
 	Results      []evalResult `json:"results,omitempty"`
 }
 
@@ -76,6 +101,19 @@ func evalCorpus(path string, random int, seed int64, withCorpus bool) error {
 				r := evalResult{}
 				if details != nil && details.ActualCost() != nil {
 					r.Cost = *details.ActualCost()
+				}
+				if orderMayMatter(sel.Expr) && r.Cost < 100000 {
+					lo, hi := r.Cost, r.Cost
+					for i := 1; i < orderRepeats; i++ {
+						_, d, _ := result.DeviceMatches(ctx, dev)
+						if d != nil && d.ActualCost() != nil {
+							lo, hi = min(lo, *d.ActualCost()), max(hi, *d.ActualCost())
+						}
+					}
+					if lo != hi {
+						r.CostMin, r.CostMax = lo, hi
+						line.OrderDependent = true
+					}
 				}
 				if err != nil {
 					r.Error = err.Error()

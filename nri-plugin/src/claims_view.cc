@@ -130,6 +130,9 @@ PreparedClaim Claim(const json& j) {
   if (j.contains("memoryLimitBytes")) {
     claim.memory_limit_bytes = j.at("memoryLimitBytes").get<int64_t>();
   }
+  if (j.contains("cpuMillis")) {
+    claim.cpu_millis = j.at("cpuMillis").get<int64_t>();
+  }
   return claim;
 }
 
@@ -148,7 +151,17 @@ absl::StatusOr<std::map<std::string, std::vector<PreparedClaim>>> ParseClaimsJso
     }
     try {
       for (const auto& claim : it.value()) {
-        out[it.key()].push_back(Claim(claim));
+        PreparedClaim parsed = Claim(claim);
+        const std::string where = "prepared claims of pod " + it.key() + ", claim " +
+                                  parsed.namespace_name + "/" + parsed.name;
+        // Zero or negative amounts would become "no limit" or an invalid cgroup value.
+        if (parsed.memory_limit_bytes && *parsed.memory_limit_bytes <= 0) {
+          return InvalidArgument(where + ": memoryLimitBytes must be positive");
+        }
+        if (parsed.cpu_millis && *parsed.cpu_millis <= 0) {
+          return InvalidArgument(where + ": cpuMillis must be positive");
+        }
+        out[it.key()].push_back(std::move(parsed));
       }
     } catch (const json::exception& e) {
       return InvalidArgument("prepared claims of pod " + it.key() + ": " + e.what());

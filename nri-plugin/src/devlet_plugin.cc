@@ -174,6 +174,41 @@ class AdjustmentBuilder {
   std::set<std::string> cdi_;
 };
 
+// The CFS period the kubelet uses when a container has none.
+constexpr uint64_t kDefaultCfsPeriod = 100000;
+
+// ApplyAllocatedLimits turns CPU (millicpus) and memory (bytes) that DRA allocated into limits
+// on `out`, as the kubelet turns requests and limits into cgroup values: quota = millis * period
+// / 1000, shares = millis * 1024 / 1000 (at least 2). Limits the container already has that are
+// stricter (a smaller positive quota or memory limit) are kept: devlet enforces the allocation,
+// it never loosens what the pod asked for. Shares are only raised.
+void ApplyAllocatedLimits(const api::LinuxResources& current, int64_t cpu_millis,
+                          int64_t memory_limit, api::LinuxResources* out) {
+  if (cpu_millis > 0) {
+    const auto& cpu = current.cpu();
+    const uint64_t period =
+        cpu.has_period() && cpu.period().value() > 0 ? cpu.period().value() : kDefaultCfsPeriod;
+    const int64_t quota = cpu_millis * static_cast<int64_t>(period) / 1000;
+    const bool stricter = cpu.has_quota() && cpu.quota().value() > 0 && cpu.quota().value() <= quota;
+    if (!stricter) {
+      out->mutable_cpu()->mutable_quota()->set_value(std::max<int64_t>(quota, 1000));
+      out->mutable_cpu()->mutable_period()->set_value(period);
+    }
+    const uint64_t shares = std::max<uint64_t>(2, static_cast<uint64_t>(cpu_millis) * 1024 / 1000);
+    if (!cpu.has_shares() || cpu.shares().value() < shares) {
+      out->mutable_cpu()->mutable_shares()->set_value(shares);
+    }
+  }
+  if (memory_limit > 0) {
+    const auto& memory = current.memory();
+    const bool stricter = memory.has_limit() && memory.limit().value() > 0 &&
+                          memory.limit().value() <= memory_limit;
+    if (!stricter) {
+      out->mutable_memory()->mutable_limit()->set_value(memory_limit);
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<CdiPolicy> ParseCdiPolicy(std::string_view text) {
@@ -220,6 +255,12 @@ CdiPolicy DevletPlugin::effective_cdi_policy() const {
 
 absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
     const api::PodSandbox& pod, const api::Container& container) const {
+  return Build(pod, container, nullptr);
+}
+
+absl::StatusOr<api::ContainerAdjustment> DevletPlugin::Build(const api::PodSandbox& pod,
+                                                             const api::Container& container,
+                                                             ContainerRecord* record) const {
   const std::vector<PreparedClaim> claims = view_->ClaimsForPod(pod.uid());
   if (claims.empty()) {
     return api::ContainerAdjustment();
@@ -230,6 +271,7 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
   CpuSet claim_cpus;
   CpuSet claim_mems;
   int64_t memory_limit = 0;
+  int64_t cpu_millis = 0;
   bool any_claim = false;
   for (const PreparedClaim& claim : claims) {
     const ContainerRef* ref = nullptr;
@@ -264,11 +306,13 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
     for (const FileMount& mount : claim.metadata_mounts) {
       builder.AddMount(mount.container_path, mount.host_path, "bind", {"bind", "ro"});
     }
+    size_t claim_cpu_count = 0;
     if (!claim.cpuset.empty()) {
       absl::StatusOr<CpuSet> cpus = ParseCpuList(claim.cpuset);
       if (!cpus.ok()) {
         return WithContext(cpus.status(), what + " field cpuset");
       }
+      claim_cpu_count = cpus->size();
       claim_cpus = Union(claim_cpus, *cpus);
     }
     if (!claim.mems.empty()) {
@@ -280,6 +324,11 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
     }
     if (claim.memory_limit_bytes) {
       memory_limit += *claim.memory_limit_bytes;
+    }
+    if (claim.cpu_millis) {
+      cpu_millis += *claim.cpu_millis;
+    } else {
+      cpu_millis += 1000 * static_cast<int64_t>(claim_cpu_count);
     }
   }
   if (!any_claim) {
@@ -334,9 +383,19 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
     cpu->set_cpus(cpus);
     cpu->set_mems(mems);
   }
-  if (memory_limit > 0) {
-    adjust.mutable_linux()->mutable_resources()->mutable_memory()->mutable_limit()->set_value(
-        memory_limit);
+  if (record != nullptr) {
+    record->cpus = cpus;
+    record->mems = mems;
+    record->cpu_millis = cpu_millis;
+    record->memory_limit_bytes = memory_limit;
+  }
+  ApplyAllocatedLimits(container.linux().resources(), cpu_millis, memory_limit,
+                       adjust.mutable_linux()->mutable_resources());
+  if (adjust.linux().resources().ByteSizeLong() == 0) {
+    adjust.mutable_linux()->clear_resources();
+  }
+  if (adjust.linux().ByteSizeLong() == 0) {
+    adjust.clear_linux();
   }
   return adjust;
 }
@@ -372,10 +431,12 @@ absl::StatusOr<std::vector<api::ContainerUpdate>> DevletPlugin::Synchronize(
     auto pod = by_sandbox.find(container.pod_sandbox_id());
     if (pod != by_sandbox.end()) {
       record.pod_uid = pod->second->uid();
-      absl::StatusOr<api::ContainerAdjustment> adjust = BuildAdjustment(*pod->second, container);
-      if (adjust.ok() && adjust->linux().resources().has_cpu()) {
-        record.cpus = adjust->linux().resources().cpu().cpus();
-        record.mems = adjust->linux().resources().cpu().mems();
+      ContainerRecord owned;
+      if (Build(*pod->second, container, &owned).ok()) {
+        record.cpus = owned.cpus;
+        record.mems = owned.mems;
+        record.cpu_millis = owned.cpu_millis;
+        record.memory_limit_bytes = owned.memory_limit_bytes;
       }
     }
     rebuilt[record.id] = std::move(record);
@@ -419,19 +480,15 @@ absl::Status DevletPlugin::RemovePodSandbox(const api::PodSandbox& pod) {
 
 absl::StatusOr<api::CreateContainerResponse> DevletPlugin::CreateContainer(
     const api::PodSandbox& pod, const api::Container& container) {
-  absl::StatusOr<api::ContainerAdjustment> adjust = BuildAdjustment(pod, container);
+  ContainerRecord record;
+  absl::StatusOr<api::ContainerAdjustment> adjust = Build(pod, container, &record);
   if (!adjust.ok()) {
     return WithContext(adjust.status(), "devlet: container " + container.name() + " of pod " +
                                             pod.namespace_() + "/" + pod.name());
   }
-  ContainerRecord record;
   record.id = container.id();
   record.pod_uid = pod.uid();
   record.name = container.name();
-  if (adjust->linux().resources().has_cpu()) {
-    record.cpus = adjust->linux().resources().cpu().cpus();
-    record.mems = adjust->linux().resources().cpu().mems();
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (pods_.find(pod.uid()) == pods_.end()) {
@@ -450,19 +507,36 @@ absl::StatusOr<api::UpdateContainerResponse> DevletPlugin::UpdateContainer(
   api::UpdateContainerResponse response;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = containers_.find(container.id());
-  if (it == containers_.end() || (it->second.cpus.empty() && it->second.mems.empty())) {
+  if (it == containers_.end()) {
     return response;
   }
   const ContainerRecord& record = it->second;
-  if (resources.cpu().cpus() == record.cpus && resources.cpu().mems() == record.mems) {
+  // Keep devlet's placement and the limits of what DRA allocated over the kubelet's update
+  // (CPU manager reconcile, in-place resize): rewrite the pending update of this container.
+  api::LinuxResources owned;
+  if ((!record.cpus.empty() || !record.mems.empty()) &&
+      (resources.cpu().cpus() != record.cpus || resources.cpu().mems() != record.mems)) {
+    owned.mutable_cpu()->set_cpus(record.cpus);
+    owned.mutable_cpu()->set_mems(record.mems);
+  }
+  ApplyAllocatedLimits(resources, record.cpu_millis, record.memory_limit_bytes, &owned);
+  // Values the update already carries need no rewrite.
+  if (owned.cpu().has_quota() && resources.cpu().has_quota() &&
+      owned.cpu().quota().value() == resources.cpu().quota().value() &&
+      owned.cpu().period().value() == resources.cpu().period().value()) {
+    owned.mutable_cpu()->clear_quota();
+    owned.mutable_cpu()->clear_period();
+  }
+  if (owned.memory().has_limit() && resources.memory().has_limit() &&
+      owned.memory().limit().value() == resources.memory().limit().value()) {
+    owned.mutable_memory()->clear_limit();
+  }
+  if (owned.ByteSizeLong() == 0) {
     return response;
   }
-  // Keep devlet's placement: rewrite the pending update of this very container.
   auto* update = response.add_update();
   update->set_container_id(container.id());
-  auto* cpu = update->mutable_linux()->mutable_resources()->mutable_cpu();
-  cpu->set_cpus(record.cpus);
-  cpu->set_mems(record.mems);
+  *update->mutable_linux()->mutable_resources() = std::move(owned);
   return response;
 }
 

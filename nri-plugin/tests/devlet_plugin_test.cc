@@ -117,6 +117,67 @@ TEST(ClaimsJsonTest, Errors) {
               devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pod-a")));
   EXPECT_THAT(ParseClaimsJson("{not json"),
               devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseClaimsJson(R"({"pod-a": [{"namespace": "ns", "name": "c", "cpuMillis": 0}]})"),
+              devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("claim ns/c: cpuMillis must be positive")));
+  EXPECT_THAT(
+      ParseClaimsJson(R"({"pod-a": [{"namespace": "ns", "name": "c", "memoryLimitBytes": -1}]})"),
+      devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("claim ns/c: memoryLimitBytes must be positive")));
+}
+
+// CPU and memory DRA allocated stay enforced when the kubelet updates the container (in-place
+// resize, CPU manager): UpdateContainer rewrites the pending update's limits and cpuset.
+TEST(AllocatedLimitsTest, UpdateContainerReassertsLimits) {
+  InMemoryClaimsView view;
+  PreparedClaim claim;
+  claim.namespace_name = "ns";
+  claim.name = "cpus";
+  claim.cpuset = "2-3";
+  claim.memory_limit_bytes = 1 << 30;
+  view.Set("uid-1", {claim});
+  DevletPlugin plugin(&view, {.numa_cpus = {{0, "0-3"}}});
+  api::PodSandbox pod;
+  pod.set_id("sb-1");
+  pod.set_uid("uid-1");
+  api::Container ctr;
+  ctr.set_id("ctr-1");
+  ctr.set_name("app");
+  ctr.set_pod_sandbox_id("sb-1");
+  auto created = plugin.CreateContainer(pod, ctr);
+  ASSERT_OK(created);
+  EXPECT_EQ(created->adjust().linux().resources().cpu().quota().value(), 200000);
+  EXPECT_EQ(plugin.container("ctr-1")->cpu_millis, 2000);
+  EXPECT_EQ(plugin.container("ctr-1")->memory_limit_bytes, 1 << 30);
+
+  api::LinuxResources resize;  // the kubelet drops the limits and moves the cpuset
+  resize.mutable_cpu()->set_cpus("0-3");
+  resize.mutable_cpu()->mutable_shares()->set_value(2);
+  auto update = plugin.UpdateContainer(pod, ctr, resize);
+  ASSERT_OK(update);
+  ASSERT_EQ(update->update_size(), 1);
+  const auto& cpu = update->update(0).linux().resources().cpu();
+  EXPECT_EQ(cpu.cpus(), "2-3");
+  EXPECT_EQ(cpu.mems(), "0");
+  EXPECT_EQ(cpu.quota().value(), 200000);
+  EXPECT_EQ(cpu.period().value(), 100000u);
+  EXPECT_EQ(cpu.shares().value(), 2048u);
+  EXPECT_EQ(update->update(0).linux().resources().memory().limit().value(), 1 << 30);
+
+  api::LinuxResources same;  // already what devlet owns: no rewrite
+  same.mutable_cpu()->set_cpus("2-3");
+  same.mutable_cpu()->set_mems("0");
+  same.mutable_cpu()->mutable_quota()->set_value(200000);
+  same.mutable_cpu()->mutable_period()->set_value(100000);
+  same.mutable_cpu()->mutable_shares()->set_value(2048);
+  same.mutable_memory()->mutable_limit()->set_value(1 << 30);
+  EXPECT_EQ(plugin.UpdateContainer(pod, ctr, same)->update_size(), 0);
+
+  // Synchronize (plugin restart) relearns what devlet owns from the prepared claims.
+  DevletPlugin restarted(&view, {.numa_cpus = {{0, "0-3"}}});
+  ASSERT_OK(restarted.Synchronize({pod}, {ctr}));
+  EXPECT_EQ(restarted.container("ctr-1")->cpu_millis, 2000);
+  EXPECT_EQ(restarted.UpdateContainer(pod, ctr, resize)->update_size(), 1);
 }
 
 class BookkeepingTest : public ::testing::Test {

@@ -99,6 +99,10 @@ struct PreparedClaim {
   std::string cpuset;  // CPUs DRA allocated exclusively to the claim (cpulist), "" = none
   std::string mems;    // memory nodes for those CPUs (cpulist), "" = derive from the topology
   std::optional<int64_t> memory_limit_bytes;  // memory DRA allocated, if any
+  // CPU time DRA allocated, in millicpus (a shared-CPU quantity). Unset with a `cpuset`: the
+  // claim counts as 1000 per allocated CPU. Becomes the container's CPU limit (CFS quota) and
+  // weight (shares), so DRA-allocated CPU is enforced like a kubelet CPU request and limit.
+  std::optional<int64_t> cpu_millis;
 };
 
 // PreparedClaimsView answers which claims are prepared for a pod. Implementations are
@@ -135,7 +139,7 @@ class InMemoryClaimsView final : public PreparedClaimsView {
 //                "fileMode", "uid", "gid"}], "mounts": [{"hostPath", "containerPath", "type",
 //                "options"}], "hooks": [{"hookName", "path", "args", "env", "timeout"}]}}],
 //    "edits": {...}, "metadataMounts": [{"hostPath", "containerPath"}],
-//    "cpuset", "mems", "memoryLimitBytes"}
+//    "cpuset", "mems", "memoryLimitBytes", "cpuMillis"}
 // (CDI spec spelling for the edits). Errors name the offending pod and field.
 absl::StatusOr<std::map<std::string, std::vector<PreparedClaim>>> ParseClaimsJson(
     std::string_view json);

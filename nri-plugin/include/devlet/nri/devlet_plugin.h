@@ -14,14 +14,17 @@
 //       otherwise the CPUs of the NUMA nodes of the container's devices (narrowed to the
 //       container's current cpuset when they overlap) unless the container already has
 //       exclusive CPUs (kubelet static CPU manager: a cpuset whose size equals an integral CPU
-//       limit); and the memory limit DRA allocated.
+//       limit); and limits for the CPU and memory DRA allocated: CFS quota and shares for the
+//       claims' CPUs (1000 millicpus per allocated CPU, or the claim's cpu_millis) and the memory
+//       limit, each unless the container's own limit is already stricter.
 //
 // Conflicts with other plugins are avoided by design: devlet only emits entries it owns (its own
 // device paths, mount destinations, env keys, CDI names) and skips any the container already
 // has; it sets cpuset/mems only for containers with devlet devices or DRA-allocated CPUs, so it
 // must not be combined with another resource-policy plugin managing the same containers' cpusets
 // (the runtime would reject the second plugin's cpuset with a conflict error naming both).
-// UpdateContainer re-asserts devlet's cpuset/mems over the kubelet's CPU-manager updates.
+// UpdateContainer re-asserts devlet's cpuset/mems and allocated limits over the kubelet's
+// updates (CPU-manager reconcile, in-place resize).
 //
 //   DevletPlugin plugin(&view, {.cdi_policy = CdiPolicy::kAuto, .numa_cpus = {{0, "0-7"}}});
 //   DEVLET_ASSIGN_OR_RETURN(auto stub, Stub::Create(plugin.MakeHandlers(), stub_options));
@@ -74,6 +77,8 @@ struct ContainerRecord {
   std::string name;
   std::string cpus;  // cpuset devlet set ("" = untouched)
   std::string mems;
+  int64_t cpu_millis = 0;          // CPU DRA allocated (its CPU limit and shares), 0 = none
+  int64_t memory_limit_bytes = 0;  // memory DRA allocated (its memory limit), 0 = none
   bool stopped = false;
 };
 
@@ -120,6 +125,11 @@ class DevletPlugin {
 
  private:
   void RecordPod(const api::PodSandbox& pod);
+  // Build is BuildAdjustment; a non-null `record` also receives what devlet owns (cpus, mems,
+  // cpu_millis, memory_limit_bytes) before stricter limits of the container are considered.
+  absl::StatusOr<api::ContainerAdjustment> Build(const api::PodSandbox& pod,
+                                                 const api::Container& container,
+                                                 ContainerRecord* record) const;
 
   const PreparedClaimsView* view_;
   DevletPluginOptions options_;

@@ -1,7 +1,7 @@
 // allocdiff: the upstream peer of devlet's allocator (k8s.io/dynamic-resource-allocation v0.37.2).
 //
 //	allocdiff cases -seed 1 -count 300 -dir OUT   # seeded problems + upstream's outcome, one JSON per case
-//	allocdiff run FILE NODE                       # upstream's outcome for a List of objects
+//	allocdiff run FILE NODE [GATES]               # upstream's outcome for a List of objects
 //	allocdiff bench -nodes 500 -pods 5000 -workload W.json -stats S.json
 //
 // The C++ side (allocdiff_test, allocdiff_bench) reads these files and runs devlet's allocator on
@@ -62,8 +62,16 @@ func main() {
 			}
 		}
 	case "run":
-		if len(os.Args) != 4 {
-			fail(fmt.Errorf("usage: allocdiff run FILE NODE"))
+		if len(os.Args) != 4 && len(os.Args) != 5 {
+			fail(fmt.Errorf("usage: allocdiff run FILE NODE [GATES]"))
+		}
+		features := defaultFeatures
+		if len(os.Args) == 5 {
+			f, err := parseGates(os.Args[4])
+			if err != nil {
+				fail(err)
+			}
+			features = f
 		}
 		data, err := os.ReadFile(os.Args[2])
 		if err != nil {
@@ -73,7 +81,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		out := runUpstream(ctx, c, os.Args[3], newCache())
+		out := runUpstreamWith(ctx, c, os.Args[3], newCache(), features)
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)

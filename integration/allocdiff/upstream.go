@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -91,11 +92,58 @@ type Outcome struct {
 }
 
 func runUpstream(ctx context.Context, c *Cluster, nodeName string, cache *cel.Cache) Outcome {
+	return runUpstreamWith(ctx, c, nodeName, cache, defaultFeatures)
+}
+
+// parseGates applies Kubernetes feature-gate names (`A=true,B=false`) to the 1.37 defaults.
+// Gates that do not change the allocator are accepted and ignored.
+func parseGates(spec string) (structured.Features, error) {
+	f := defaultFeatures
+	binding, status := true, true
+	for _, item := range strings.Split(spec, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(item, "=")
+		if !ok || (value != "true" && value != "false") {
+			return f, fmt.Errorf("bad feature gate %q", item)
+		}
+		on := value == "true"
+		switch name {
+		case "DRAAdminAccess":
+			f.AdminAccess = on
+		case "DRAPrioritizedList":
+			f.PrioritizedList = on
+		case "DRAPartitionableDevices":
+			f.PartitionableDevices = on
+		case "DRADeviceTaints":
+			f.DeviceTaints = on
+		case "DRAConsumableCapacity":
+			f.ConsumableCapacity = on
+		case "DRADeviceBindingConditions":
+			binding = on
+		case "DRAResourceClaimDeviceStatus":
+			status = on
+		case "DRAListTypeAttributes":
+			f.ListTypeAttributes = on
+		case "DRAFractionalCapacityRange":
+			f.FractionalCapacityRange = on
+		case "DRADerivedAttributes":
+			f.DerivedAttributes = on
+		case "DRADeviceCompatibilityGroups":
+			f.CompatibilityGroups = on
+		}
+	}
+	f.DeviceBindingAndStatus = binding && status
+	return f, nil
+}
+
+func runUpstreamWith(ctx context.Context, c *Cluster, nodeName string, cache *cel.Cache, features structured.Features) Outcome {
 	state := newState()
 	for _, claim := range c.Allocated {
-		addToState(&state, claim.Status.Allocation, defaultFeatures)
+		addToState(&state, claim.Status.Allocation, features)
 	}
-	alloc, err := structured.NewAllocator(ctx, defaultFeatures, state, c.Classes, c.Slices, cache)
+	alloc, err := structured.NewAllocator(ctx, features, state, c.Classes, c.Slices, cache)
 	if err != nil {
 		return Outcome{Kind: "error", Error: err.Error()}
 	}

@@ -4,6 +4,12 @@
 //     The peer generates seeded problems and solves them; we solve the same objects and fail on
 //     any disagreement in outcome (allocated / unschedulable / error) or, when allocated, in the
 //     chosen devices, configs and node selectors (upstream's first-fit order defines them).
+//   allocdiff_compare casefiles --peer PATH --dir allocator/tests/cases
+//     Every allocator case file that upstream can run as is (no Pod, no DeviceTaintRule, no
+//     allocated-state fixtures, no interrupt) goes to the peer with its gates; the peer's
+//     outcome must match the file's expectation: the same kind (allocated / unschedulable /
+//     error) and, when allocated, the same allocations. This checks the expectations themselves
+//     against upstream, so a case file cannot encode our own mistake.
 //   allocdiff_compare bench --peer PATH [--nodes 500] [--pods 5000] [--seed 1]
 //     The peer writes the workload and runs its scheduling loop; we run the identical loop on the
 //     identical workload, check that every pod lands on the same node with the same devices, and
@@ -28,6 +34,7 @@
 #include "devlet/common/status.h"
 #include "devlet/kube/codec.h"
 #include "nlohmann/json.hpp"
+#include "yaml-cpp/yaml.h"
 
 namespace {
 
@@ -71,7 +78,7 @@ Json Canonical(Json allocation) {
 }
 
 struct Args {
-  std::string mode, peer, keep;
+  std::string mode, peer, keep, dir;
   int64_t seed = 1;
   int count = 300, nodes = 500, pods = 5000;
 };
@@ -150,6 +157,165 @@ int Cases(const Args& args) {
   for (const auto& [k, n] : kinds) std::cout << k << "=" << n << " ";
   std::cout << "mismatches=" << mismatches << "\n";
   if (args.keep.empty()) std::filesystem::remove_all(dir);
+  return mismatches == 0 ? 0 : 1;
+}
+
+// YAML (case expectations) to JSON: true/false/null plain scalars become JSON literals,
+// everything else stays a string (as the case runner reads them).
+Json YamlToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      Json j = Json::object();
+      for (const auto& kv : node) j[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      Json j = Json::array();
+      for (const auto& v : node) j.push_back(YamlToJson(v));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (node.Tag() != "!") {
+        if (s == "true") return true;
+        if (s == "false") return false;
+        if (s == "null" || s == "~") return nullptr;
+      }
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// Strings for every scalar, so that "1" (YAML) and 1 (Go) compare equal.
+Json Stringly(const Json& j) {
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items()) out[k] = Stringly(v);
+    return out;
+  }
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : j) out.push_back(Stringly(v));
+    return out;
+  }
+  if (j.is_number()) return j.dump();
+  return j;
+}
+
+int CaseFiles(const Args& args) {
+  if (args.dir.empty()) {
+    std::cerr << "casefiles: --dir is required\n";
+    return 2;
+  }
+  std::string tmp = (std::filesystem::temp_directory_path() /
+                     ("allocdiff-casefiles-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(tmp);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(args.dir)) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  int checked = 0, skipped = 0, mismatches = 0;
+  for (const std::string& file : files) {
+    const std::string base = std::filesystem::path(file).filename().string();
+    YAML::Node doc;
+    try {
+      doc = YAML::LoadFile(file);
+    } catch (const std::exception& e) {
+      std::cerr << base << ": " << e.what() << "\n";
+      ++mismatches;
+      continue;
+    }
+    bool runnable = !doc["allocated"] && !doc["allocatedShared"] && !doc["allocatedCapacity"] &&
+                    !doc["interrupt"];
+    Json items = Json::array();
+    std::string node_name = "node-1";
+    Json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata",
+                  {{"name", "node-1"}, {"labels", {{"region", "region-1"}, {"planet", "earth"}}}}}};
+    if (doc["node"]) {
+      if (doc["node"].IsScalar()) {
+        node_name = doc["node"].as<std::string>();
+        node["metadata"]["name"] = node_name;
+      } else {
+        node_name = doc["node"]["name"].as<std::string>();
+        node["metadata"] = {{"name", node_name}, {"labels", Json::object()}};
+        if (doc["node"]["labels"]) node["metadata"]["labels"] = YamlToJson(doc["node"]["labels"]);
+      }
+    }
+    bool node_given = false;
+    std::string objects_yaml;
+    for (const auto& object : doc["objects"]) {
+      const std::string kind = object["kind"] ? object["kind"].as<std::string>() : "";
+      if (kind == "Pod" || kind == "DeviceTaintRule") runnable = false;
+      if (kind == "Node" && object["metadata"]["name"].as<std::string>() == node_name) {
+        node_given = true;
+      }
+      YAML::Emitter emitter;
+      emitter << object;
+      objects_yaml += "---\n" + std::string(emitter.c_str()) + "\n";
+    }
+    if (!runnable) {
+      ++skipped;
+      continue;
+    }
+    // The objects go through our codec (YAML, typed like the case runner reads them) and out as
+    // JSON for the peer.
+    auto decoded = kube::Decode(objects_yaml, {.source = base});
+    if (!decoded.ok()) {
+      std::cerr << "MISMATCH " << base << ": our codec rejects the objects: "
+                << Message(decoded.status()) << "\n";
+      ++mismatches;
+      continue;
+    }
+    if (!node_given) {
+      auto n = kube::DecodeJson(node.dump(), {.source = base});
+      if (n.ok()) decoded->insert(decoded->end(), n->begin(), n->end());
+    }
+    const std::string input = tmp + "/" + base + ".json";
+    {
+      std::ofstream out(input);
+      out << kube::EncodeJsonList(*decoded);
+    }
+    const std::string output = tmp + "/" + base + ".out";
+    std::string gates = doc["gates"] ? doc["gates"].as<std::string>() : "";
+    if (RunPeer(args.peer + " run '" + input + "' '" + node_name + "' '" + gates + "' > '" +
+                output + "'") != 0) {
+      ++mismatches;
+      continue;
+    }
+    ++checked;
+    Json theirs = Json::parse(ReadFile(output));
+    const std::string upstream_kind = theirs.value("kind", "");
+    const YAML::Node expect = doc["expect"];
+    std::string want_kind = expect["error"]           ? "error"
+                            : expect["unschedulable"] ? "unschedulable"
+                                                      : "allocated";
+    bool same = upstream_kind == want_kind;
+    std::string detail;
+    if (same && want_kind == "allocated") {
+      Json want = YamlToJson(expect["allocations"]);
+      const Json got = theirs.contains("results") ? theirs["results"] : Json::array();
+      same = want.size() == got.size();
+      for (size_t i = 0; same && i < want.size(); ++i) {
+        same = Stringly(Canonical(want[i])) == Stringly(Canonical(got[i]));
+      }
+      if (!same) detail = "\n  upstream: " + got.dump() + "\n  expected: " + want.dump();
+    }
+    if (!same) {
+      ++mismatches;
+      std::cerr << "MISMATCH " << base << ": expected " << want_kind << ", upstream "
+                << upstream_kind << " " << theirs.value("error", "") << detail << "\n";
+    }
+  }
+  std::filesystem::remove_all(tmp);
+  std::cout << "casefiles: " << files.size() << " files, " << checked
+            << " checked against upstream, " << skipped
+            << " skipped (Pod, DeviceTaintRule, allocated-state fixtures or interrupt), mismatches="
+            << mismatches << "\n";
   return mismatches == 0 ? 0 : 1;
 }
 
@@ -320,6 +486,7 @@ int main(int argc, char** argv) {
     else if (flag == "--nodes") args.nodes = std::stoi(value);
     else if (flag == "--pods") args.pods = std::stoi(value);
     else if (flag == "--keep") args.keep = value;
+    else if (flag == "--dir") args.dir = value;
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -331,6 +498,7 @@ int main(int argc, char** argv) {
   }
   if (args.mode == "cases") return Cases(args);
   if (args.mode == "bench") return Bench(args);
+  if (args.mode == "casefiles") return CaseFiles(args);
   std::cerr << "unknown mode " << args.mode << "\n";
   return 2;
 }

@@ -1,0 +1,3 @@
+module devlet.dev/integration/containerd
+
+go 1.24.0

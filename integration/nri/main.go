@@ -116,7 +116,13 @@ func newRuntime(dir, socket string, pods []*api.PodSandbox, ctrs []*api.Containe
 		}
 		return nil
 	}
-	updateFn := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	updateFn := func(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+		for _, u := range updates {
+			select {
+			case unsolicited <- u:
+			default:
+			}
+		}
 		return nil, nil
 	}
 	base := []adaptation.Option{
@@ -405,6 +411,9 @@ func create(r *fakeRuntime, p *api.PodSandbox, c *api.Container) (*api.CreateCon
 
 func scenario(name string) { fmt.Printf("--- %s\n", name) }
 
+// unsolicited receives the updates plugins send with Runtime.UpdateContainers.
+var unsolicited = make(chan *api.ContainerUpdate, 16)
+
 func runTests(bin, dir string) {
 	ctx := context.Background()
 	claims := claimsJSON(dir)
@@ -461,6 +470,23 @@ func runTests(bin, dir string) {
 			}
 		}
 		check(found, "no update keeping cpus 4-7 for %s: %v", app.Id, urs.Update)
+	}
+
+	scenario("UpdateContainers (unsolicited) reaches a runtime with NRI >= v0.12.1")
+	pu := pod("pod-upd", map[string]string{"devlet.test/update-containers": "1"})
+	must(rt.a.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pu}), "RunPodSandbox upd")
+	cu := container(pu, "app")
+	rsp, err = create(rt, pu, cu)
+	if check(err == nil, "CreateContainer upd: %v", err) {
+		got := rsp.Adjust.Annotations["devlet.test/update-containers"]
+		check(got == "ok" || got == "pending", "UpdateContainers on v0.12.5: %q", got)
+		select {
+		case u := <-unsolicited:
+			check(u.ContainerId == cu.Id && u.GetLinux().GetResources().GetCpu().GetShares().GetValue() == 1234,
+				"unsolicited update %v", u)
+		case <-time.After(5 * time.Second):
+			check(false, "no UpdateContainers reached the runtime within 5s")
+		}
 	}
 
 	scenario("StopContainer / RemoveContainer / StopPodSandbox / RemovePodSandbox")

@@ -10,11 +10,18 @@
 // Configure config replaces the claims (same JSON as --claims). Test hooks, driven by pod
 // annotations so that one plugin process serves every scenario:
 //   devlet.test/create-delay-ms: CreateContainer sleeps that long first (slow-handler scenario);
+//   devlet.test/update-containers: CreateContainer also asks the runtime, from another thread,
+//     for an unsolicited UpdateContainers of that container (cpu shares 1234) and reports in the
+//     adjustment's annotation devlet.test/update-containers "ok", "refused: <why>" (the stub's
+//     guard for runtimes older than NRI v0.12.1) or "pending" (no answer within 300 ms);
 //   devlet.test/report: when set, the adjustment carries annotations devlet.test/events (pod
 //     events seen, in order), devlet.test/registrations and devlet.test/synced (containers in
 //     the last Synchronize).
+#include <condition_variable>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -92,6 +99,10 @@ class TestPlugin {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(delay->second)));
       }
       DEVLET_ASSIGN_OR_RETURN(api::CreateContainerResponse response, create(pod, ctr));
+      if (pod.annotations().contains("devlet.test/update-containers")) {
+        (*response.mutable_adjust()->mutable_annotations())["devlet.test/update-containers"] =
+            UnsolicitedUpdate(ctr.id());
+      }
       if (pod.annotations().contains("devlet.test/report")) {
         auto& annotations = *response.mutable_adjust()->mutable_annotations();
         std::lock_guard<std::mutex> lock(mu_);
@@ -106,6 +117,33 @@ class TestPlugin {
   }
 
   void set_stub(Stub* stub) { stub_ = stub; }
+
+  // UnsolicitedUpdate calls Stub::UpdateContainers from a thread of its own (as a resource
+  // policy would, outside any event) and waits briefly for the outcome: the runtime may only
+  // serve it once the CreateContainer in progress has returned.
+  std::string UnsolicitedUpdate(const std::string& container_id) {
+    struct Outcome {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::optional<std::string> text;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    Stub* stub = stub_;
+    std::thread([outcome, stub, container_id]() {
+      api::ContainerUpdate update;
+      update.set_container_id(container_id);
+      update.mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(1234);
+      absl::StatusOr<std::vector<api::ContainerUpdate>> failed =
+          stub->UpdateContainers({update});
+      std::lock_guard<std::mutex> lock(outcome->mu);
+      outcome->text = failed.ok() ? "ok" : "refused: " + Message(failed.status());
+      outcome->cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(outcome->mu);
+    outcome->cv.wait_for(lock, std::chrono::milliseconds(300),
+                         [&] { return outcome->text.has_value(); });
+    return outcome->text.value_or("pending");
+  }
 
  private:
   InMemoryClaimsView* view_;

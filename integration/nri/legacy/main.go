@@ -93,7 +93,13 @@ func main() {
 		synced <- 0
 		return nil
 	}
-	updateFn := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
+	var unsolicited int
+	updateFn := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+		mu.Lock()
+		unsolicited++
+		mu.Unlock()
+		return nil, nil
+	}
 	socket := filepath.Join(dir, "nri.sock")
 	a, err := adaptation.New("containerd", "v1.7.20", syncFn, updateFn,
 		adaptation.WithSocketPath(socket), adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
@@ -163,6 +169,25 @@ func main() {
 	check(a.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: p, Container: c}) == nil, "RemoveContainer")
 	check(a.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: p}) == nil, "StopPodSandbox")
 	check(a.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: p}) == nil, "RemovePodSandbox")
+
+	fmt.Println("--- UpdateContainers is never sent to a runtime older than NRI v0.12.1 (it may deadlock)")
+	pu := &api.PodSandbox{Id: "sb-upd", Uid: "pod-upd", Name: "upd", Namespace: "default",
+		Annotations: map[string]string{"devlet.test/update-containers": "1"}, Labels: map[string]string{},
+		Linux: &api.LinuxPodSandbox{}}
+	check(a.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pu}) == nil, "RunPodSandbox upd")
+	cu := &api.Container{Id: "ctr-upd", PodSandboxId: pu.Id, Name: "app", Labels: map[string]string{},
+		Annotations: map[string]string{}, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+			Cpu: &api.LinuxCPU{}, Memory: &api.LinuxMemory{}}}}
+	rsp, err = a.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pu, Container: cu})
+	if check(err == nil, "CreateContainer upd: %v", err) {
+		got := rsp.Adjust.Annotations["devlet.test/update-containers"]
+		check(strings.HasPrefix(got, "refused: ") && strings.Contains(got, "v0.12.1"),
+			"UpdateContainers on NRI v0.6.1: %q, want refused naming v0.12.1", got)
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	check(unsolicited == 0, "the runtime received %d UpdateContainers call(s)", unsolicited)
+	mu.Unlock()
 
 	fmt.Println("--- the plugin is still connected: a new pod gets its adjustments")
 	c2 := &api.Container{Id: "ctr-app-2", PodSandboxId: p.Id, Name: "app", Labels: map[string]string{},

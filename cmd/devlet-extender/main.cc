@@ -2,6 +2,7 @@
 // See allocator/extender/README.md for the modes and the KubeSchedulerConfiguration to use.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <iostream>
@@ -18,6 +19,8 @@
 #include "devlet/extender/server.h"
 #include "devlet/extender/store.h"
 #include "devlet/kube/client.h"
+#include "devlet/kube/kubeconfig.h"
+#include "devlet/kube/rest_client.h"
 
 namespace {
 
@@ -35,6 +38,8 @@ int main(int argc, char** argv) {
   std::string feature_gates;
   int filter_timeout_ms = 5000;
   int parallelism = 0;
+  double kube_api_qps = 50;
+  int kube_api_burst = 100;
   devlet::extender::ServerOptions server_options;
   devlet::log::Options log_options;
 
@@ -45,7 +50,11 @@ int main(int argc, char** argv) {
           "Nodes and Pods in this directory (kube/client ManifestStore); bind writes claims' "
           "status and pods' spec.nodeName back into it");
   AddFlag(app, "--kubeconfig", kubeconfig,
-          "Kubeconfig for the kube-apiserver (not yet supported: use --manifests)");
+          "Kubeconfig for the kube-apiserver; without it and without --manifests: $KUBECONFIG, "
+          "the in-cluster service account, then ~/.kube/config");
+  AddFlag(app, "--kube-api-qps", kube_api_qps,
+          "Client-side rate limit towards the kube-apiserver (requests per second; <= 0: none)");
+  AddFlag(app, "--kube-api-burst", kube_api_burst, "Burst of --kube-api-qps");
   AddFlag(app, "--mode", mode, "score (alongside DynamicResources) or allocate (owns allocation)");
   AddFlag(app, "--policy", policy, "Prioritize policy: binpack or spread");
   AddFlag(app, "--feature-gates", feature_gates, "Allocator feature gates, A=true,B=false");
@@ -83,20 +92,40 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!kubeconfig.empty() || manifests.empty()) {
-    std::cerr << "devlet-extender: talking to a kube-apiserver is not yet supported; run "
-                 "standalone with --manifests DIR\n";
+  if (!kubeconfig.empty() && !manifests.empty()) {
+    std::cerr << "devlet-extender: --kubeconfig and --manifests exclude each other\n";
     return 2;
   }
 
-  absl::StatusOr<std::unique_ptr<devlet::kube::ManifestStore>> store =
-      devlet::kube::ManifestStore::Open({.dir = manifests});
-  if (!store.ok()) {
-    logger.Error(store.status(), "Cannot open --manifests");
-    return 1;
+  // One ObjectStore: the manifest directory (standalone) or the kube-apiserver.
+  std::unique_ptr<devlet::kube::ObjectStore> store;
+  if (!manifests.empty()) {
+    absl::StatusOr<std::unique_ptr<devlet::kube::ManifestStore>> opened =
+        devlet::kube::ManifestStore::Open({.dir = manifests});
+    if (!opened.ok()) {
+      logger.Error(opened.status(), "Cannot open --manifests");
+      return 1;
+    }
+    store = *std::move(opened);
+  } else {
+    absl::StatusOr<devlet::kube::RestConfig> config = devlet::kube::LoadRestConfig(kubeconfig);
+    if (!config.ok()) {
+      logger.Error(config.status(), "Cannot load the kube-apiserver configuration");
+      return 1;
+    }
+    config->user_agent = "devlet-extender";
+    config->qps = kube_api_qps;
+    config->burst = kube_api_burst;
+    absl::StatusOr<std::unique_ptr<devlet::kube::ApiServerStore>> opened =
+        devlet::kube::ApiServerStore::Create(*std::move(config));
+    if (!opened.ok()) {
+      logger.Error(opened.status(), "Cannot create the kube-apiserver client");
+      return 1;
+    }
+    store = *std::move(opened);
   }
   devlet::extender::ClusterState state(*features);
-  devlet::extender::StoreWriter writer(**store);
+  devlet::extender::StoreWriter writer(*store);
   devlet::extender::Extender extender(
       state, writer,
       {.mode = *parsed_mode,
@@ -108,16 +137,29 @@ int main(int argc, char** argv) {
     logger.Error(status, "Cannot start the HTTP server");
     return 1;
   }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  // The first full sync is retried (an API server that is not up yet); /readyz stays 503 until it
+  // succeeds. Listing again re-applies the same objects, which is harmless.
   absl::StatusOr<std::vector<std::unique_ptr<devlet::kube::Watcher>>> watchers =
-      devlet::extender::StartSync(**store, state);
+      devlet::extender::StartSync(*store, state);
+  std::chrono::milliseconds backoff(500);
+  while (!watchers.ok() && !g_stop) {
+    logger.Error(watchers.status(), "Cannot list and watch the cluster; retrying", "backoff_ms",
+                 backoff.count());
+    for (auto slept = std::chrono::milliseconds(0); slept < backoff && !g_stop;
+         slept += std::chrono::milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+    watchers = devlet::extender::StartSync(*store, state);
+  }
   if (!watchers.ok()) {
-    logger.Error(watchers.status(), "Cannot sync from --manifests");
+    server.Stop();
     return 1;
   }
   logger.Info("devlet-extender serving", "port", server.port(), "mode", mode, "slices",
               state.num_slices());
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.Stop();
   watchers->clear();

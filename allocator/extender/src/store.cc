@@ -6,6 +6,7 @@
 
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
+#include "devlet/kube/rest_client.h"
 
 namespace devlet::extender {
 namespace {
@@ -70,6 +71,10 @@ absl::StatusOr<kube::ResourceClaim> StoreWriter::UpdateClaimStatus(
 
 absl::Status StoreWriter::BindPod(std::string_view ns, std::string_view name,
                                   std::string_view uid, std::string_view node) {
+  // The API server refuses spec.nodeName in a pod update: bind through pods/binding there.
+  if (auto* api = dynamic_cast<kube::ApiServerStore*>(&store_); api != nullptr) {
+    return api->BindPod(std::string(ns), std::string(name), std::string(uid), std::string(node));
+  }
   DEVLET_ASSIGN_OR_RETURN(kube::Object object,
                           store_.Get(kube::Kind::kPod,
                                      kube::ObjectKey{std::string(ns), std::string(name)}));

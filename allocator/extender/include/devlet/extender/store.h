@@ -23,9 +23,9 @@ namespace devlet::extender {
 absl::StatusOr<std::vector<std::unique_ptr<kube::Watcher>>> StartSync(kube::ObjectStore& store,
                                                                       ClusterState& state);
 
-// StoreWriter writes claims and bindings through a kube::ObjectStore. Without a pods/binding
-// subresource in ObjectStore, BindPod updates the pod's spec.nodeName (what the manifest store
-// supports; the REST client needs a binding call, see README "Not yet").
+// StoreWriter writes claims and bindings through a kube::ObjectStore. BindPod posts pods/binding
+// on a kube::ApiServerStore and updates the pod's spec.nodeName on other stores (the manifest
+// store has no subresources).
 class StoreWriter : public ClusterWriter {
  public:
   explicit StoreWriter(kube::ObjectStore& store) : store_(store) {}

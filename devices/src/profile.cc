@@ -151,8 +151,8 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
   profile.name = node["name"].Scalar();
   name = profile.name;
   DEVLET_RETURN_IF_ERROR(CheckKeys(name, "", node,
-                                   {"name", "kind", "match", "sharing", "numVFs", "vfio", "init",
-                                    "cleanup", "attributes"}));
+                                   {"name", "kind", "match", "sharing", "numVFs", "vfio", "mdevType",
+                                    "init", "cleanup", "attributes"}));
   bool label = !name.empty() && name.size() <= 40 && name.front() != '-' && name.back() != '-';
   for (char c : name) label = label && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
   if (!label) {
@@ -238,6 +238,19 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
       return FieldError(name, "vfio", node["vfio"], "vfio passthrough needs sharing mode whole");
     }
   }
+  if (const YAML::Node mdev = node["mdevType"]) {
+    if (!mdev.IsScalar() || mdev.Scalar().empty() || mdev.Scalar().find('/') != std::string::npos) {
+      return FieldError(name, "mdevType", mdev, "must be an mdev type name such as nvidia-63");
+    }
+    if (profile.kind != ProfileKind::kGpu && profile.kind != ProfileKind::kVf) {
+      return FieldError(name, "mdevType", mdev, "is only for gpu and vf profiles");
+    }
+    if (profile.vfio) {
+      return FieldError(name, "mdevType", mdev,
+                        "cannot be combined with vfio: the parent stays on its vendor driver");
+    }
+    profile.mdev_type = mdev.Scalar();
+  }
   if (node["init"]) {
     DEVLET_ASSIGN_OR_RETURN(profile.init, ParseCommand(name, "init", node["init"]));
   }
@@ -311,7 +324,9 @@ void ApplyProfileCommon(const Profile& profile, DraDevice& device) {
   device.preparation.bind_vfio = profile.vfio;
   device.preparation.init = profile.init;
   device.preparation.cleanup = profile.cleanup;
+  device.preparation.mdev_type = profile.mdev_type;
   if (profile.vfio) device.attributes["vfio"] = true;
+  if (!profile.mdev_type.empty()) device.attributes["mdevType"] = profile.mdev_type;
   for (const auto& [key, value] : profile.attributes) device.attributes[key] = value;
 }
 

@@ -419,3 +419,196 @@ TEST_F(PrepareDeviceTest, PartitionInitCommandLearnsWhichPartition) {
 
 }  // namespace
 }  // namespace devlet::devices
+
+namespace devlet::devices {
+namespace {
+
+// ---- Mediated devices ----------------------------------------------------------------------
+
+TEST_F(ActionsTest, MdevCreateAndRemove) {
+  ASSERT_OK(fake_.AddMdevType(kGpu, "nvidia-63", "GRID H100-4C", 2));
+  const std::string type_dir = "bus/pci/devices/0000:18:00.0/mdev_supported_types/nvidia-63";
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.CreateMdev(kGpu, "nvidia-63"));
+  EXPECT_EQ(record.kind, ActionKind::kMdev);
+  EXPECT_EQ(record.device, kGpu);
+  ASSERT_EQ(record.mdev_uuid.size(), 36u);
+  EXPECT_EQ(record.mdev_uuid[14], '4');  // a version-4 UUID
+  EXPECT_TRUE(fake_.Exists("bus/mdev/devices/" + record.mdev_uuid));
+  EXPECT_EQ(ReadInt(fake_, type_dir + "/available_instances").value_or(-1), 1);
+  EXPECT_THAT(journal_.Steps(), ElementsAre("write " + record.mdev_uuid + " to " + type_dir +
+                                            "/create"));
+  // A given UUID is used as given (lowercased).
+  ASSERT_OK_AND_ASSIGN(ActionRecord second, preparer.CreateMdev(kGpu, "nvidia-63",
+                                                                "A5B8C3D2-1111-4222-8333-444455556666"));
+  EXPECT_EQ(second.mdev_uuid, "a5b8c3d2-1111-4222-8333-444455556666");
+  EXPECT_THAT(preparer.CreateMdev(kGpu, "nvidia-63"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no instance")));
+
+  ASSERT_OK(preparer.Undo(record));
+  ASSERT_OK(preparer.Undo(second));
+  EXPECT_FALSE(fake_.Exists("bus/mdev/devices/" + record.mdev_uuid));
+  EXPECT_EQ(ReadInt(fake_, type_dir + "/available_instances").value_or(-1), 2);
+  EXPECT_OK(preparer.Undo(record));  // idempotent
+  EXPECT_EQ(journal_.entries.back().phase, JournalEntry::Phase::kUndo);
+}
+
+TEST_F(ActionsTest, MdevBadRequestsLeaveTheHostAsItWas) {
+  ASSERT_OK(fake_.AddMdevType(kGpu, "nvidia-63", "GRID H100-4C", 1));
+  ASSERT_OK(fake_.AddMdevType(kGpu, "nvidia-64", "GRID H100-8C", 1));
+  Preparer preparer = MakePreparer();
+  EXPECT_THAT(preparer.CreateMdev(kGpu, "nvidia-99"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("it offers [nvidia-63 nvidia-64]")));
+  EXPECT_THAT(preparer.CreateMdev("0000:19:00.0", "nvidia-63"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no mediated device types")));
+  EXPECT_THAT(preparer.CreateMdev(kGpu, "../../x"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an mdev type name")));
+  EXPECT_THAT(preparer.CreateMdev(kGpu, "nvidia-63", "not-a-uuid"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not a UUID")));
+  EXPECT_THAT(preparer.CreateMdev("0000:ff:00.0", "nvidia-63"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("gone")));
+  fake_.FailWrites("/create", ENOSPC);
+  auto failed = preparer.CreateMdev(kGpu, "nvidia-63");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(Message(failed.status()), HasSubstr("No space left on device"));
+  EXPECT_THAT(fake_.ListDir("bus/mdev/devices").value_or(std::vector<std::string>{}), IsEmpty());
+}
+
+// ---- SR-IOV ownership --------------------------------------------------------------------------
+
+class SriovLedgerTest : public PrepareDeviceTest {
+ protected:
+  Preparer MakeLedgerPreparer(SriovLedger* ledger) {
+    return Preparer(fake_, journal_.AsJournal(),
+                    {.vf_wait_timeout = std::chrono::milliseconds(200),
+                     .poll_interval = std::chrono::milliseconds(5),
+                     .sriov_ledger = ledger});
+  }
+  int NumVfs() {
+    return static_cast<int>(
+        ReadInt(fake_, "bus/pci/devices/0000:1a:00.0/sriov_numvfs").value_or(-1));
+  }
+  int Autoprobe() {
+    return static_cast<int>(
+        ReadInt(fake_, "bus/pci/devices/0000:1a:00.0/sriov_drivers_autoprobe").value_or(-1));
+  }
+  const std::string kYaml =
+      "profiles:\n- {name: vf, kind: vf, match: {interfaces: [ens1f0np0]}, numVFs: 4, vfio: true}\n";
+};
+
+TEST_F(SriovLedgerTest, LastUnprepareRemovesTheVfsDevletCreatedAlsoAcrossRestarts) {
+  DeviceSet set = Build(kYaml);
+  const std::string path = Scratch("sriov-ledger");
+  std::vector<ActionRecord> first_done, second_done;
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<SriovLedger> ledger, SriovLedger::Open(path));
+    Preparer preparer = MakeLedgerPreparer(ledger.get());
+    ASSERT_OK_AND_ASSIGN(first_done, preparer.Prepare(*set.Find("vf-0-vf-0")));
+    ASSERT_OK_AND_ASSIGN(second_done, preparer.Prepare(*set.Find("vf-0-vf-3")));
+    EXPECT_FALSE(first_done[0].noop);
+    EXPECT_EQ(first_done[0].holder, "vf-0-vf-0");
+    EXPECT_TRUE(second_done[0].noop);
+    EXPECT_EQ(NumVfs(), 4);
+    EXPECT_EQ(Autoprobe(), 0);
+    auto entries = ledger->Entries();
+    ASSERT_EQ(entries.size(), 1u);
+    EXPECT_THAT(entries.at(kPf).holders, ElementsAre("vf-0-vf-0", "vf-0-vf-3"));
+    EXPECT_EQ(entries.at(kPf).creation.previous_autoprobe, 1);
+    // The creator goes first: the VFs stay for vf-0-vf-3.
+    ASSERT_OK(preparer.Unprepare(first_done));
+    EXPECT_EQ(NumVfs(), 4);
+    EXPECT_EQ(fake_.BoundDriver("0000:1a:00.2"), "");
+    EXPECT_EQ(fake_.BoundDriver("0000:1a:00.5"), "vfio-pci");
+  }
+  // devlet restarts: the ledger file still knows the VFs are devlet's.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SriovLedger> ledger, SriovLedger::Open(path));
+  ASSERT_EQ(ledger->Entries().size(), 1u);
+  Preparer preparer = MakeLedgerPreparer(ledger.get());
+  ASSERT_OK(preparer.Unprepare(second_done));
+  EXPECT_EQ(NumVfs(), 0);
+  EXPECT_EQ(Autoprobe(), 1);
+  EXPECT_FALSE(fake_.Exists("bus/pci/devices/0000:1a:00.5"));
+  EXPECT_THAT(ledger->Entries(), IsEmpty());
+  ASSERT_OK_AND_ASSIGN(ledger, SriovLedger::Open(path));
+  EXPECT_THAT(ledger->Entries(), IsEmpty());
+  EXPECT_OK(preparer.Unprepare(second_done));  // idempotent
+}
+
+TEST_F(SriovLedgerTest, VfsDevletDidNotCreateAreLeftAlone) {
+  DeviceSet set = Build(kYaml);
+  ASSERT_OK(fake_.WriteFile("bus/pci/devices/0000:1a:00.0/sriov_numvfs", "8"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SriovLedger> ledger, SriovLedger::Open(""));
+  Preparer preparer = MakeLedgerPreparer(ledger.get());
+  ASSERT_OK_AND_ASSIGN(std::vector<ActionRecord> done, preparer.Prepare(*set.Find("vf-0-vf-1")));
+  EXPECT_TRUE(done[0].noop);
+  EXPECT_THAT(ledger->Entries(), IsEmpty());
+  ASSERT_OK(preparer.Unprepare(done));
+  EXPECT_EQ(NumVfs(), 8);
+  EXPECT_EQ(fake_.BoundDriver("0000:1a:00.3"), "mlx5_core");  // restored to its driver
+}
+
+TEST_F(SriovLedgerTest, FailedPrepareRemovesTheVfsItCreated) {
+  DeviceSet set = Build(kYaml);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SriovLedger> ledger, SriovLedger::Open(Scratch("ledger")));
+  Preparer preparer = MakeLedgerPreparer(ledger.get());
+  fake_.FailWrites("drivers_probe", EIO);
+  auto failed = preparer.Prepare(*set.Find("vf-0-vf-2"));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(Message(failed.status()), HasSubstr("Input/output error"));
+  EXPECT_EQ(NumVfs(), 0);
+  EXPECT_EQ(Autoprobe(), 1);
+  EXPECT_THAT(ledger->Entries(), IsEmpty());
+  // A device that disappears mid-prepare: the PF is gone before the VFs are created.
+  fake_.ClearFailures();
+  ASSERT_OK(fake_.RemovePciDevice(kPf));
+  EXPECT_THAT(preparer.Prepare(*set.Find("vf-0-vf-2")),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("gone")));
+  EXPECT_THAT(ledger->Entries(), IsEmpty());
+}
+
+TEST_F(SriovLedgerTest, LedgerFileErrorsAreClear) {
+  const std::string path = Scratch("bad-ledger");
+  std::ofstream(path) << "# header\npf=0000:1a:00.0 numVfs=four previousNumVfs=0 "
+                         "previousAutoprobe=-1 holders=a\n";
+  EXPECT_THAT(SriovLedger::Open(path),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad-ledger line 2")));
+  std::ofstream(path) << "garbage\n";
+  EXPECT_THAT(SriovLedger::Open(path),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not key=value")));
+  // A ledger that cannot be written refuses the hold, and nothing is created.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SriovLedger> ledger,
+                       SriovLedger::Open(Scratch("no-such-dir/ledger")));
+  DeviceSet set = Build(kYaml);
+  Preparer preparer = MakeLedgerPreparer(ledger.get());
+  auto failed = preparer.Prepare(*set.Find("vf-0-vf-0"));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(Message(failed.status()), HasSubstr("SR-IOV ledger"));
+  EXPECT_EQ(NumVfs(), 0);
+  EXPECT_EQ(Autoprobe(), 1);
+}
+
+TEST_F(PrepareDeviceTest, MdevProfileCreatesAndRemovesItsInstance) {
+  ASSERT_OK(fake_.AddMdevType(kGpu, "nvidia-63", "GRID H100-4C", 4));
+  DeviceSet set = Build("profiles:\n- {name: vgpu, kind: gpu, match: {pciAddresses: [\"0000:18:00.0\"]}, "
+                        "mdevType: nvidia-63}\n");
+  const DraDevice* device = set.Find("vgpu-0");
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(std::get<std::string>(device->attributes.at("mdevType")), "nvidia-63");
+  Preparer preparer = MakePreparer();
+  ASSERT_OK_AND_ASSIGN(std::vector<ActionRecord> done, preparer.Prepare(*device));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].kind, ActionKind::kMdev);
+  EXPECT_TRUE(fake_.Exists("bus/mdev/devices/" + done[0].mdev_uuid));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");  // the parent stays on its driver
+  ASSERT_OK(preparer.Unprepare(done));
+  EXPECT_FALSE(fake_.Exists("bus/mdev/devices/" + done[0].mdev_uuid));
+
+  auto config = ParseProfileConfig("profiles:\n- {name: x, kind: gpu, vfio: true, mdevType: nvidia-63}\n");
+  EXPECT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("mdevType")));
+  config = ParseProfileConfig("profiles:\n- {name: x, kind: cpu, mdevType: nvidia-63}\n");
+  EXPECT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("only for gpu and vf")));
+}
+
+}  // namespace
+}  // namespace devlet::devices

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -351,6 +352,86 @@ absl::Status FakeSysfs::SetAerCounter(std::string_view address, std::string_view
   return WriteText(fs::path(root_) / it->second / ("aer_dev_" + std::string(kind)), text);
 }
 
+absl::Status FakeSysfs::AddMdevType(std::string_view address, std::string_view type,
+                                    std::string_view name, int available_instances) {
+  auto it = dirs_.find(address);
+  if (it == dirs_.end()) return NotFound("no fake PCI device " + std::string(address));
+  const fs::path dir = fs::path(root_) / it->second / "mdev_supported_types" / std::string(type);
+  DEVLET_RETURN_IF_ERROR(WriteText(dir / "name", std::string(name) + "\n"));
+  DEVLET_RETURN_IF_ERROR(WriteText(dir / "device_api", "vfio-pci\n"));
+  DEVLET_RETURN_IF_ERROR(
+      WriteText(dir / "available_instances", std::to_string(available_instances) + "\n"));
+  DEVLET_RETURN_IF_ERROR(WriteText(dir / "create", ""));
+  std::error_code ec;
+  fs::create_directories(dir / "devices", ec);
+  if (ec) return FsError(ec, "creating " + (dir / "devices").string());
+  return absl::OkStatus();
+}
+
+absl::Status FakeSysfs::CreateMdev(const std::string& type_dir, const std::string& uuid) {
+  // The kernel's uuid_parse: 36 characters, dashes at 8/13/18/23, hex digits elsewhere.
+  bool valid = uuid.size() == 36;
+  for (size_t i = 0; valid && i < uuid.size(); ++i) {
+    valid = (i == 8 || i == 13 || i == 18 || i == 23) ? uuid[i] == '-'
+                                                      : std::isxdigit(static_cast<unsigned char>(uuid[i]));
+  }
+  if (!valid) return ErrnoToStatus(EINVAL, "writing " + uuid + " to " + type_dir + "/create");
+  const fs::path root(root_);
+  std::error_code exists_error;
+  if (fs::exists(root / "bus/mdev/devices" / uuid, exists_error)) {
+    return ErrnoToStatus(EEXIST, "writing " + uuid + " to " + type_dir + "/create");
+  }
+  auto available = ReadInt(*real_, type_dir + "/available_instances");
+  if (!available.ok() || *available <= 0) {
+    return ErrnoToStatus(EUSERS, "writing " + uuid + " to " + type_dir + "/create");
+  }
+  // type_dir is <parent dir>/mdev_supported_types/<type>.
+  const fs::path parent_dir = fs::path(type_dir).parent_path().parent_path();
+  const fs::path mdev = root / parent_dir / uuid;
+  DEVLET_RETURN_IF_ERROR(WriteText(mdev / "remove", ""));
+  DEVLET_RETURN_IF_ERROR(Link(mdev / "mdev_type", root / type_dir));
+  DEVLET_RETURN_IF_ERROR(Link(root / type_dir / "devices" / uuid, mdev));
+  DEVLET_RETURN_IF_ERROR(Link(root / "bus/mdev/devices" / uuid, mdev));
+  return WriteText(root / type_dir / "available_instances", std::to_string(*available - 1) + "\n");
+}
+
+absl::Status FakeSysfs::RemoveMdev(const std::string& uuid) {
+  const fs::path root(root_);
+  auto real = real_->RealPath("bus/mdev/devices/" + uuid);
+  if (!real.ok()) return ErrnoToStatus(ENODEV, "removing mdev " + uuid);
+  auto type_dir = real_->RealPath(*real + "/mdev_type");
+  std::error_code ec;
+  fs::remove(root / "bus/mdev/devices" / uuid, ec);
+  fs::remove_all(root / *real, ec);
+  if (type_dir.ok()) {
+    fs::remove(root / *type_dir / "devices" / uuid, ec);
+    auto available = ReadInt(*real_, *type_dir + "/available_instances");
+    if (available.ok()) {
+      return WriteText(root / *type_dir / "available_instances",
+                       std::to_string(*available + 1) + "\n");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeSysfs::SetNotResponding(std::string_view address, bool not_responding) {
+  auto it = devices_.find(address);
+  if (it == devices_.end()) return NotFound("no fake PCI device " + std::string(address));
+  const fs::path dir = fs::path(root_) / dirs_[std::string(address)];
+  return WriteText(dir / "vendor",
+                   not_responding ? std::string("0xffff\n") : Hex(it->second.vendor_id, 4) + "\n");
+}
+
+absl::Status FakeSysfs::SetRdmaPortState(std::string_view address, std::string_view state) {
+  auto it = devices_.find(address);
+  if (it == devices_.end() || it->second.rdma_devices.empty()) {
+    return NotFound("no fake RDMA device on " + std::string(address));
+  }
+  const fs::path dir = fs::path(root_) / dirs_[std::string(address)] / "infiniband" /
+                       it->second.rdma_devices.front() / "ports/1/state";
+  return WriteText(dir, std::string(state) + "\n");
+}
+
 void FakeSysfs::FailWrites(std::string path_suffix, int error_number) {
   failures_.emplace_back(std::move(path_suffix), error_number);
 }
@@ -419,6 +500,13 @@ absl::Status FakeSysfs::WriteFile(std::string_view path_view, std::string_view v
   } else if (name == "driver_override") {
     handled = true;
     status = WriteText(fs::path(root_) / path, arg.empty() ? "(null)\n" : arg + "\n");
+  } else if (name == "create" && parent_path.parent_path().filename() == "mdev_supported_types") {
+    handled = true;
+    status = CreateMdev(parent, arg);
+  } else if (name == "remove" && real_->Exists(parent + "/mdev_type")) {
+    handled = true;
+    status = arg == "1" ? RemoveMdev(parent_path.filename().string())
+                        : ErrnoToStatus(EINVAL, "writing " + arg + " to " + path);
   } else if (name == "sriov_numvfs") {
     handled = true;
     std::string address = fs::path(parent).filename().string();

@@ -21,6 +21,8 @@
 //       bandwidthShare: 10G     # consumable nic: request granularity of the "bandwidth" capacity
 //     numVFs: 8                 # vf: VFs published per PF, created on demand by preparation
 //     vfio: true                # bind to vfio-pci at prepare (VM passthrough)
+//     mdevType: nvidia-63       # gpu / vf: create a mediated device of this type at prepare
+//                               # (not with vfio); attribute mdevType; the UUID comes from prepare
 //     init: {command: [/usr/local/sbin/gpu-reset, --quiet], timeoutSeconds: 30}
 //     cleanup: {command: [/usr/local/sbin/gpu-reset], timeoutSeconds: 30}
 //     attributes: {tier: gold, rack: 7, ecc: true, firmware: {version: 1.2.3}}
@@ -78,6 +80,7 @@ struct Profile {
   std::string bandwidth_share;  // kConsumable NICs, quantity string (bits/s); default "1G"
   int num_vfs = 0;              // kVf
   bool vfio = false;
+  std::string mdev_type;  // mediated device type created at prepare; "" for none
   std::optional<CommandLine> init;
   std::optional<CommandLine> cleanup;
   std::map<std::string, AttributeValue> attributes;

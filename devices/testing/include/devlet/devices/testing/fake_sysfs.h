@@ -13,6 +13,10 @@
 //     to another non-zero count, otherwise creates or removes the VFs (device directories,
 //     `virtfn<i>`/`physfn` links, IOMMU groups, and a bound VF driver when
 //     `sriov_drivers_autoprobe` is 1);
+//   - `<dev>/mdev_supported_types/<type>/create` <- UUID: creates the mdev (a directory under the
+//     parent, `mdev_type` link, `bus/mdev/devices/<uuid>` link) and decrements
+//     available_instances; EINVAL for a malformed UUID, EEXIST for a used one, EUSERS when none is
+//     available; `bus/mdev/devices/<uuid>/remove` <- 1 removes it again;
 //   - any write can be made to fail with FailWrites(path, errno).
 //
 //   FakeSysfs fake;  // a fresh temp dir, removed on destruction
@@ -82,6 +86,14 @@ class FakeSysfs final : public Sysfs {
   absl::Status SetOperstate(std::string_view address, std::string_view operstate);
   // kind: "fatal", "nonfatal" or "correctable"; writes aer_dev_<kind> with that TOTAL_ERR_* count.
   absl::Status SetAerCounter(std::string_view address, std::string_view kind, int total);
+  // Offers a mediated device type on a device (mdev_supported_types/<type> with name, device_api
+  // vfio-pci and available_instances).
+  absl::Status AddMdevType(std::string_view address, std::string_view type, std::string_view name,
+                           int available_instances);
+  // Makes config-space reads fail the way a device that fell off the bus does (vendor 0xffff).
+  absl::Status SetNotResponding(std::string_view address, bool not_responding);
+  // Sets the state of port 1 of an RDMA device of the function ("4: ACTIVE", "1: DOWN").
+  absl::Status SetRdmaPortState(std::string_view address, std::string_view state);
 
   // Fault injection: writes to a path ending in `path_suffix` fail with `error_number`.
   void FailWrites(std::string path_suffix, int error_number);
@@ -110,6 +122,8 @@ class FakeSysfs final : public Sysfs {
   absl::Status SetNumVfs(const std::string& pf, int count);
   absl::Status CreateDriverChildren(const FakePciDevice& device, const std::string& driver);
   absl::Status RemoveDriverChildren(const FakePciDevice& device);
+  absl::Status CreateMdev(const std::string& type_dir, const std::string& uuid);
+  absl::Status RemoveMdev(const std::string& uuid);
 
   std::string root_;
   bool owned_ = false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "devlet/common/status.h"
+
 namespace devlet::devices {
 namespace {
 
@@ -23,6 +25,7 @@ std::optional<std::int64_t> AerTotal(const Sysfs& sysfs, const std::string& path
 
 int Severity(std::string_view reason) {
   if (reason == kReasonDeviceRemoved) return 0;
+  if (reason == kReasonNotResponding) return 0;
   if (reason == kReasonAerFatal) return 1;
   if (reason == kReasonLinkDown) return 2;
   if (reason == kReasonAerNonFatal) return 3;
@@ -135,6 +138,18 @@ HealthEvent HealthMonitor::Evaluate(const DraDevice& device) {
     reasons.push_back(std::string(kReasonDeviceRemoved));
     details.push_back("PCI device " + address + " is gone");
     aer_.erase(address);
+  } else if (auto vendor = ReadTrimmed(sysfs_, Dev(address) + "/vendor"); !vendor.ok()) {
+    // Present but unreadable: say so rather than guess (no taint for Unknown).
+    event.status = HealthStatus::kUnknown;
+    event.reason = std::string(kReasonUnknown);
+    event.message = "cannot read the state of " + address + ": " + Message(vendor.status());
+    if (event.message.size() > 1024) event.message = event.message.substr(0, 1021) + "...";
+    return event;
+  } else if (*vendor == "0xffff") {
+    // Config reads return all ones once a device dropped off the bus (surprise link down, a
+    // GPU that fell off the bus): it is there in sysfs but gone for any workload.
+    reasons.push_back(std::string(kReasonNotResponding));
+    details.push_back("PCI device " + address + " does not respond (config space reads 0xffff)");
   } else {
     CheckAer(address, reasons, details);
     // Link: the device's own netdev, or its PF's (VFs, and VFs bound to vfio-pci, follow the PF).
@@ -147,10 +162,35 @@ HealthEvent HealthMonitor::Evaluate(const DraDevice& device) {
       details.push_back("physical function " + link_address + " is gone");
     } else if (auto netdevs = sysfs_.ListDir(Dev(link_address) + "/net"); netdevs.ok()) {
       for (const std::string& netdev : *netdevs) {
-        auto state = ReadTrimmed(sysfs_, Dev(link_address) + "/net/" + netdev + "/operstate");
+        const std::string net = Dev(link_address) + "/net/" + netdev;
+        auto state = ReadTrimmed(sysfs_, net + "/operstate");
+        // `carrier` is unreadable while the interface is administratively down (EINVAL).
+        auto carrier = ReadTrimmed(sysfs_, net + "/carrier");
         if (state.ok() && *state != "up" && *state != "unknown") {
           reasons.push_back(std::string(kReasonLinkDown));
           details.push_back("link of " + netdev + " (" + link_address + ") is " + *state);
+        } else if (carrier.ok() && *carrier == "0") {
+          reasons.push_back(std::string(kReasonLinkDown));
+          details.push_back(netdev + " (" + link_address + ") has no carrier");
+        }
+      }
+    }
+    // RDMA ports: "4: ACTIVE" is up; DOWN, INIT, ARMED cannot carry traffic.
+    if (sysfs_.Exists(Dev(link_address))) {
+      const std::string ib = Dev(link_address) + "/infiniband";
+      for (const std::string& rdma : sysfs_.ListDir(ib).value_or(std::vector<std::string>{})) {
+        for (const std::string& port :
+             sysfs_.ListDir(ib + "/" + rdma + "/ports").value_or(std::vector<std::string>{})) {
+          auto state = ReadTrimmed(sysfs_, ib + "/" + rdma + "/ports/" + port + "/state");
+          if (!state.ok()) continue;
+          const size_t colon = state->find(':');
+          std::string name = colon == std::string::npos ? *state : state->substr(colon + 1);
+          name.erase(0, name.find_first_not_of(' '));
+          if (name != "ACTIVE") {
+            reasons.push_back(std::string(kReasonLinkDown));
+            details.push_back("RDMA port " + rdma + "/" + port + " (" + link_address + ") is " +
+                              name);
+          }
         }
       }
     }

@@ -1,5 +1,7 @@
 #include "devlet/devices/health.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -137,6 +139,74 @@ TEST_F(HealthTest, CpuDevicesAreHealthyAndForgottenDevicesDropOut) {
   monitor.Check({cpus[0]});
   ASSERT_EQ(monitor.Snapshot().size(), 1u);
   EXPECT_EQ(monitor.Snapshot()[0].device, "cpu-numa0");
+}
+
+TEST_F(HealthTest, NotRespondingDeviceIsEvictedAndRecovers) {
+  HealthMonitor monitor(fake_);
+  monitor.Check(set_.devices);
+  ASSERT_OK(fake_.SetNotResponding("0000:18:00.0", true));
+  std::vector<HealthEvent> events = monitor.Check(set_.devices);
+  EXPECT_THAT(Names(events), ElementsAre("gpu-0=Unhealthy/DeviceNotResponding"));
+  EXPECT_THAT(events[0].message, HasSubstr("config space reads 0xffff"));
+  EXPECT_EQ(TaintFor(events[0], "devlet.dev")->effect, "NoExecute");
+  ASSERT_OK(fake_.SetNotResponding("0000:18:00.0", false));
+  events = monitor.Check(set_.devices);
+  EXPECT_THAT(Names(events), ElementsAre("gpu-0=Healthy/Healthy"));
+  EXPECT_EQ(events[0].message, "recovered from DeviceNotResponding");
+}
+
+TEST_F(HealthTest, NoCarrierAndRdmaPortDownAreLinkDown) {
+  HealthMonitor monitor(fake_);
+  monitor.Check(set_.devices);
+  // Some drivers leave operstate "unknown"; the carrier still tells.
+  const std::string net = fake_.DeviceDir("0000:9c:00.0") + "/net/ens2f0np0/";
+  ASSERT_OK(fake_.WriteFile(net + "operstate", "unknown\n"));
+  ASSERT_OK(fake_.WriteFile(net + "carrier", "0\n"));
+  std::vector<HealthEvent> events = monitor.Check(set_.devices);
+  EXPECT_THAT(Names(events), ElementsAre("nic-0=Unhealthy/LinkDown"));
+  EXPECT_THAT(events[0].message, HasSubstr("ens2f0np0 (0000:9c:00.0) has no carrier"));
+  ASSERT_OK(fake_.WriteFile(net + "carrier", "1\n"));
+  EXPECT_THAT(Names(monitor.Check(set_.devices)), ElementsAre("nic-0=Healthy/Healthy"));
+
+  ASSERT_OK(fake_.SetRdmaPortState("0000:9c:00.0", "1: DOWN"));
+  events = monitor.Check(set_.devices);
+  EXPECT_THAT(Names(events), ElementsAre("nic-0=Unhealthy/LinkDown"));
+  EXPECT_THAT(events[0].message, HasSubstr("RDMA port mlx5_1/1 (0000:9c:00.0) is DOWN"));
+  EXPECT_EQ(TaintFor(events[0], "devlet.dev")->effect, "NoSchedule");
+  ASSERT_OK(fake_.SetRdmaPortState("0000:9c:00.0", "4: ACTIVE"));
+  EXPECT_THAT(Names(monitor.Check(set_.devices)), ElementsAre("nic-0=Healthy/Healthy"));
+}
+
+TEST_F(HealthTest, UnreadableDeviceIsUnknownWithoutTaint) {
+  HealthMonitor monitor(fake_);
+  monitor.Check(set_.devices);
+  // A vendor attribute that cannot be read (here: a directory in its place).
+  const std::filesystem::path vendor =
+      std::filesystem::path(fake_.Root()) / fake_.DeviceDir("0000:19:00.0") / "vendor";
+  std::filesystem::remove(vendor);
+  std::filesystem::create_directory(vendor);
+  std::vector<HealthEvent> events = monitor.Check(set_.devices);
+  EXPECT_THAT(Names(events), ElementsAre("gpu-1=Unknown/Unknown"));
+  EXPECT_THAT(events[0].message, HasSubstr("cannot read the state of 0000:19:00.0"));
+  EXPECT_EQ(TaintFor(events[0], "devlet.dev"), std::nullopt);
+  std::filesystem::remove(vendor);
+  std::ofstream(vendor) << "0x10de\n";
+  EXPECT_THAT(Names(monitor.Check(set_.devices)), ElementsAre("gpu-1=Healthy/Healthy"));
+}
+
+TEST_F(HealthTest, CorrectableErrorBurstsCountOnlyAboveTheThreshold) {
+  HealthMonitor monitor(fake_, {.aer_recovery_checks = 1, .correctable_errors_threshold = 10});
+  monitor.Check(set_.devices);
+  ASSERT_OK(fake_.SetAerCounter("0000:18:00.0", "correctable", 9));  // below: still healthy
+  EXPECT_THAT(monitor.Check(set_.devices), IsEmpty());
+  ASSERT_OK(fake_.SetAerCounter("0000:18:00.0", "correctable", 25));
+  std::vector<HealthEvent> events = monitor.Check(set_.devices);
+  EXPECT_THAT(Names(events), ElementsAre("gpu-0=Unhealthy/AERNonFatalError"));
+  EXPECT_THAT(events[0].message, HasSubstr("16 new correctable PCIe AER errors on 0000:18:00.0"));
+  EXPECT_THAT(Names(monitor.Check(set_.devices)), ElementsAre("gpu-0=Healthy/Healthy"));
+  // Counters that go down (device reset) are a new baseline, not errors.
+  ASSERT_OK(fake_.SetAerCounter("0000:18:00.0", "correctable", 0));
+  EXPECT_THAT(monitor.Check(set_.devices), IsEmpty());
 }
 
 }  // namespace

@@ -20,6 +20,17 @@ absl::StatusOr<DeviceNodeSet> DeviceNodesFor(const Sysfs& sysfs, std::string_vie
     }
     nodes.device_nodes.push_back("/dev/vfio/" + *group);
     nodes.shared_nodes.push_back("/dev/vfio/vfio");
+    // iommufd: the per-device cdev (kernel >= 6.2, CONFIG_VFIO_DEVICE_CDEV) plus /dev/iommu let a
+    // VMM skip the legacy container; both kinds are handed over and the VMM picks one.
+    auto cdevs = sysfs.ListDir(dev + "/vfio-dev");
+    const bool iommufd =
+        sysfs.Exists("class/misc/iommu") || sysfs.Exists("devices/virtual/misc/iommu");
+    if (cdevs.ok() && iommufd) {
+      for (const std::string& name : *cdevs) {
+        if (name.rfind("vfio", 0) == 0) nodes.device_nodes.push_back("/dev/vfio/devices/" + name);
+      }
+      nodes.shared_nodes.push_back("/dev/iommu");
+    }
     return nodes;
   }
   if (driver.ok() && *driver == "nvidia" && procfs != nullptr) {

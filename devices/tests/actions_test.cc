@@ -127,6 +127,15 @@ TEST_F(ActionsTest, DeviceNodesFollowTheBinding) {
   ASSERT_OK_AND_ASSIGN(DeviceNodeSet vfio, DeviceNodesFor(fake_, kGpu));
   EXPECT_THAT(vfio.device_nodes, ElementsAre("/dev/vfio/10"));
   EXPECT_THAT(vfio.shared_nodes, ElementsAre("/dev/vfio/vfio"));
+  // With iommufd: the device's cdev and /dev/iommu as well.
+  const std::filesystem::path root(fake_.Root());
+  std::filesystem::create_directories(root / fake_.DeviceDir(kGpu) / "vfio-dev/vfio3");
+  ASSERT_OK_AND_ASSIGN(vfio, DeviceNodesFor(fake_, kGpu));
+  EXPECT_THAT(vfio.device_nodes, ElementsAre("/dev/vfio/10"));  // no iommu misc device yet
+  std::filesystem::create_directories(root / "class/misc/iommu");
+  ASSERT_OK_AND_ASSIGN(vfio, DeviceNodesFor(fake_, kGpu));
+  EXPECT_THAT(vfio.device_nodes, ElementsAre("/dev/vfio/10", "/dev/vfio/devices/vfio3"));
+  EXPECT_THAT(vfio.shared_nodes, ElementsAre("/dev/vfio/vfio", "/dev/iommu"));
   ASSERT_OK(preparer.Undo(record));
   EXPECT_THAT(DeviceNodesFor(fake_, "0000:77:00.0"), StatusIs(absl::StatusCode::kNotFound));
 }

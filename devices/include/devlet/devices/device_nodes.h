@@ -4,6 +4,8 @@
 // the CDI specs the node agent writes after preparation:
 //
 //   vfio-pci          /dev/vfio/<iommu group>           + shared /dev/vfio/vfio
+//     with iommufd    + /dev/vfio/devices/vfio<N> (from <dev>/vfio-dev/vfio<N>) + shared /dev/iommu,
+//                     when sysfs has the iommu misc device (class/misc/iommu)
 //   nvidia            /dev/nvidia<minor> (with a procfs)  + shared /dev/nvidiactl, /dev/nvidia-uvm,
 //                                                         /dev/nvidia-uvm-tools
 //   DRM (GPUs)        /dev/dri/card<N>, /dev/dri/renderD<M>
@@ -11,7 +13,9 @@
 //
 //   DEVLET_ASSIGN_OR_RETURN(DeviceNodeSet nodes, DeviceNodesFor(sysfs, "0000:18:00.0"));
 //
-// Not covered: NVIDIA MIG capability nodes, the iommufd cdev (/dev/vfio/devices/vfio<N>).
+// Not covered: NVIDIA MIG capability nodes; mediated devices (a VMM opens them through the
+// vfio group of the mdev, /sys/bus/mdev/devices/<uuid>/iommu_group; the node agent passes the
+// UUID instead).
 #pragma once
 
 #include <string>

@@ -51,8 +51,14 @@ func check(cond bool, format string, args ...any) bool {
 	return cond
 }
 
+// tempDir is removed by skip (nothing is mounted there yet when prerequisites are checked).
+var tempDir string
+
 func skip(format string, args ...any) {
 	fmt.Printf("SKIP: "+format+"\n", args...)
+	if tempDir != "" {
+		os.RemoveAll(tempDir)
+	}
 	os.Exit(skipCode)
 }
 
@@ -726,6 +732,18 @@ func (h *harness) run(timings int) {
 			cgroupFile(pid, "cpu", "cpu.cfs_quota_us"))
 	}
 
+	fmt.Println("--- crictl update (kubelet resize / CPU manager): devlet re-asserts cpuset and limits")
+	h.crictl("update", "--cpuset-cpus", h.nodeCPUs, "--cpu-quota", "400000", "--cpu-period", "100000",
+		"--memory", strconv.Itoa(4*memoryLimit), cpuCtr)
+	if pid := info.Info.Pid; pid > 0 {
+		check(cgroupFile(pid, "cpuset", "cpuset.cpus") == h.cpuClaimCPU, "after update: cpuset.cpus %q",
+			cgroupFile(pid, "cpuset", "cpuset.cpus"))
+		check(cgroupFile(pid, "cpu", "cpu.cfs_quota_us") == "100000", "after update: cpu.cfs_quota_us %q",
+			cgroupFile(pid, "cpu", "cpu.cfs_quota_us"))
+		check(cgroupFile(pid, "memory", "memory.limit_in_bytes") == strconv.Itoa(memoryLimit),
+			"after update: memory.limit_in_bytes %q", cgroupFile(pid, "memory", "memory.limit_in_bytes"))
+	}
+
 	fmt.Println("--- plain container: untouched")
 	info = h.inspect(plain)
 	spec = &info.Info.RuntimeSpec
@@ -824,6 +842,7 @@ func main() {
 		fmt.Println("FATAL: tempdir:", err)
 		os.Exit(1)
 	}
+	tempDir = dir
 	h := &harness{dir: dir, bin: *bin, pluginBin: *plugin, runc: *runc, keep: *keep,
 		cgroupParent: "/devlet-test-" + filepath.Base(dir)}
 	h.prerequisites()

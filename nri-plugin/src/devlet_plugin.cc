@@ -189,7 +189,8 @@ void ApplyAllocatedLimits(const api::LinuxResources& current, int64_t cpu_millis
     const uint64_t period =
         cpu.has_period() && cpu.period().value() > 0 ? cpu.period().value() : kDefaultCfsPeriod;
     const int64_t quota = cpu_millis * static_cast<int64_t>(period) / 1000;
-    const bool stricter = cpu.has_quota() && cpu.quota().value() > 0 && cpu.quota().value() <= quota;
+    const bool stricter =
+        cpu.has_quota() && cpu.quota().value() > 0 && cpu.quota().value() <= quota;
     if (!stricter) {
       out->mutable_cpu()->mutable_quota()->set_value(std::max<int64_t>(quota, 1000));
       out->mutable_cpu()->mutable_period()->set_value(period);

@@ -285,6 +285,11 @@ absl::StatusOr<ReqData> Search::ValidateRequest(const ClaimData& claim, int requ
     derived = &s.derived_attributes;
   }
   if (!derived->empty()) {
+    if (features_.derived_attributes) {
+      return Unimplemented("claim " + claim.label + ", request " + r.name +
+                           ": derived attributes (DRADerivedAttributes, alpha) are not "
+                           "implemented by devlet");
+    }
     return InvalidArgument("claim " + claim.label + ", request " + r.name +
                            ": cannot handle request with derived attributes, the feature is "
                            "disabled");

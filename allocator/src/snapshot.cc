@@ -597,6 +597,19 @@ void BuildPool(PoolView& pool, std::vector<const CompiledSlice*> slices,
 
 }  // namespace
 
+namespace {
+
+bool UsesCompatibilityGroups(const kube::ResourceSliceSpec& spec) {
+  for (const kube::Device& d : spec.devices) {
+    for (const kube::DeviceCounterConsumption& c : d.consumes_counters) {
+      if (!c.compatibility_groups.empty()) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::BuildView(
     const kube::Node& node) const {
   // Candidate slices: those for this node by name, and all without a node name.
@@ -613,6 +626,10 @@ absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::BuildView(
         (spec.per_device_node_selection.has_value() || !spec.shared_counters.empty())) {
       continue;
     }
+    // Compatibility groups (alpha, DRADeviceCompatibilityGroups) are not implemented. With the
+    // gate off upstream hides slices that use them; we hide them whatever the gate, because
+    // allocating their devices without the group checks could hand out incompatible partitions.
+    if (UsesCompatibilityGroups(spec)) continue;
     bool relevant = false;
     bool has_node_name = spec.node_name && !spec.node_name->empty();
     if (has_node_name || spec.all_nodes.value_or(false) || spec.node_selector) {

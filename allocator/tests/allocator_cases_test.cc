@@ -12,6 +12,8 @@
 //   allocatedCapacity: {driver-a/pool-1/device-1: {memory: "1Gi"}}
 //   objects: [ ...DeviceClass, ResourceSlice, ResourceClaim, DeviceTaintRule... ]
 //   interrupt: deadline                   # optional: deadline (in the past), cancel or off
+//   upstreamDiffers: "why"                # optional: a deliberate difference from upstream
+//                                         # (allocdiff_casefiles does not compare this file)
 //   expect:
 //     steps: 16                           # optional: allocateOne invocations (search effort)
 //     error: "substring"                  # error for the whole pod, or

@@ -100,5 +100,11 @@ expect(missing-class 2 "^$" "could not retrieve device class missing-class"
        ARGS -f ${C} -f ${CASES}/missing-class.yaml --node node-a)
 expect(duplicate-device 2 "^$" "ResourceSlice.*\"dup\" is invalid: spec.devices\\[1\\]: Duplicate value"
        ARGS -f ${C} -f ${CASES}/duplicate-device.yaml -f ${EXAMPLES}/claims/one-gpu.yaml --node node-a)
+expect(duplicate-counter-set 2 "^$" "ResourceSlice.*\"dup-counters\" is invalid: spec.sharedCounters\\[1\\]: Duplicate value: \"gpu-0\""
+       ARGS -f ${C} -f ${CASES}/duplicate-counter.yaml -f ${EXAMPLES}/claims/one-gpu.yaml --node node-a)
+expect(invalid-name 2 "^$" "ResourceClaim.*\"Bad_Name\" is invalid: metadata.name: Invalid value"
+       ARGS -f ${C} -f ${CASES}/invalid-name.yaml --node node-a)
+expect(selector-syntax-error 2 "^$" "claim default/broken: selector #0: CEL compile error.*Syntax error"
+       ARGS -f ${C} -f ${CASES}/selector-syntax-error.yaml --node node-a)
 expect(no-pending-claims 2 "^$" "no ResourceClaim without status.allocation"
        ARGS -f ${C} --node node-a)

@@ -523,6 +523,39 @@ absl::Status FakeSysfs::WriteFile(std::string_view path_view, std::string_view v
   return status;
 }
 
+absl::Status AddNicServer(FakeSysfs& fake) {
+  for (const char* driver : {"ice", "iavf", "ast", "vfio-pci", "pcieport"}) {
+    DEVLET_RETURN_IF_ERROR(fake.AddDriver(driver));
+  }
+  const unsigned roots[] = {0x17, 0x31, 0x4b, 0x65};
+  int group = 50;
+  for (int n = 0; n < 4; ++n) {
+    for (int f = 0; f < 2; ++f) {
+      char address[32], parent[64], mac[32];
+      std::snprintf(address, sizeof(address), "0000:%02x:00.%d", roots[n] + 1, f);
+      std::snprintf(parent, sizeof(parent), "pci0000:%02x/0000:%02x:02.0", roots[n], roots[n]);
+      std::snprintf(mac, sizeof(mac), "40:a6:b7:%02x:%02x:%02x", n, f, 0x10 + n * 2 + f);
+      FakePciDevice port{.address = address, .parent = parent, .vendor_id = 0x8086,
+                         .device_id = 0x1592, .subsystem_vendor_id = 0x8086,
+                         .subsystem_device_id = 0x0002, .class_code = 0x020000, .driver = "ice",
+                         .numa_node = 0, .iommu_group = group++,
+                         .prefetchable_bars = {32ull << 20, 64ull << 10}};
+      port.netdev = FakeNetdev{.name = "ens" + std::to_string(n + 1) + "f" + std::to_string(f),
+                               .mac = mac, .operstate = "up", .speed_mbps = 100000};
+      port.sriov_total_vfs = 64;
+      port.vf_device_id = 0x1889;
+      port.vf_driver = "iavf";
+      DEVLET_RETURN_IF_ERROR(fake.AddPciDevice(port));
+    }
+  }
+  FakePciDevice bmc{.address = "0000:03:00.0", .parent = "pci0000:02/0000:02:00.0",
+                    .vendor_id = 0x1a03, .device_id = 0x2000, .subsystem_vendor_id = 0x15d9,
+                    .subsystem_device_id = 0x1c48, .class_code = 0x030000, .driver = "ast",
+                    .numa_node = 0, .iommu_group = 70, .prefetchable_bars = {64ull << 20}};
+  bmc.drm_nodes = {"card0"};
+  return fake.AddPciDevice(bmc);
+}
+
 absl::Status AddGpuServer(FakeSysfs& fake) {
   for (const char* driver : {"nvidia", "mlx5_core", "vfio-pci", "pcieport"}) {
     DEVLET_RETURN_IF_ERROR(fake.AddDriver(driver));

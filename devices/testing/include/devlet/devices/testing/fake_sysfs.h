@@ -143,4 +143,11 @@ class FakeSysfs final : public Sysfs {
 // (VF 15b3:101e, driver mlx5_core), none created.
 absl::Status AddGpuServer(FakeSysfs& fake);
 
+// AddNicServer builds the sysfs of the machine in devices/tests/data/nic-1s-8port.xml: drivers
+// ice, iavf, ast, vfio-pci; 4 dual-port E810-C (8086:1592, ice) at 0000:18/32/4c/66:00.{0,1}
+// behind root ports 0000:17/31/4b/65:02.0, netdevs ens<N>f<F> with the XML's MACs, 100 Gb/s, link
+// up, NUMA 0, SR-IOV with up to 64 VFs (8086:1889, iavf); and the BMC's VGA controller
+// (1a03:2000, ast, class 0x030000) at 0000:03:00.0 with a 64 MiB BAR.
+absl::Status AddNicServer(FakeSysfs& fake);
+
 }  // namespace devlet::devices::testing

@@ -5,8 +5,12 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,7 +45,39 @@ const json* Field(const json& object, std::string_view name) {
   return nullptr;
 }
 
+// kMaxBodyDepth bounds the nesting of request bodies. nlohmann's parser is iterative, but dumping
+// a value (the pod, for the kube decoder) recurses once per level: a body of a few MiB of '['
+// would overflow the server thread's stack. Real ExtenderArgs nest about 15 deep.
+constexpr int kMaxBodyDepth = 100;
+
+// NestedTooDeep scans the body's brackets outside strings.
+bool NestedTooDeep(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxBodyDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<json> ParseBody(std::string_view body) {
+  if (NestedTooDeep(body)) {
+    return InvalidArgument("request body is nested deeper than " + std::to_string(kMaxBodyDepth) +
+                           " levels");
+  }
   json parsed = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return InvalidArgument("request body is not valid JSON");
   if (!parsed.is_object()) return InvalidArgument("request body is not a JSON object");
@@ -73,25 +109,66 @@ struct Request {
   std::map<std::string, kube::Node> nodes;  // name -> decoded Node (Nodes form)
 };
 
-// ImpliedNode makes a Node (name + hostname label) for a node that ResourceSlices name by
-// spec.nodeName but that has no Node object (standalone --manifests use).
-std::optional<kube::Node> ImpliedNode(const ClusterState& state, const std::string& name) {
-  for (const auto& [slice_name, slice] : state.slices_locked()) {
-    if (slice.spec.node_name && *slice.spec.node_name == name) {
-      kube::Node node;
-      node.metadata.name = name;
-      node.metadata.labels["kubernetes.io/hostname"] = name;
-      return node;
+// SliceIndex finds ResourceSlices by node (spec.nodeName) and by pool. The state keeps slices by
+// name only, and scanning all of them once per candidate node made prioritize quadratic in the
+// cluster size; one pass per request is linear. Valid while the state's lock is held.
+class SliceIndex {
+ public:
+  explicit SliceIndex(const ClusterState& state) {
+    by_node_.reserve(state.slices_locked().size());
+    for (const auto& [name, slice] : state.slices_locked()) {
+      if (slice.spec.node_name) by_node_[*slice.spec.node_name].push_back(&slice);
+      by_pool_[PoolKey(slice.spec.driver, slice.spec.pool.name)].push_back(&slice);
     }
   }
-  return std::nullopt;
+  // ForNode returns the slices whose spec.nodeName is `node`.
+  const std::vector<const kube::ResourceSlice*>& ForNode(std::string_view node) const {
+    auto it = by_node_.find(node);
+    return it == by_node_.end() ? empty_ : it->second;
+  }
+  // FindDevice returns a device by driver, pool and name, or null.
+  const kube::Device* FindDevice(std::string_view driver, std::string_view pool,
+                                 std::string_view device) const {
+    auto it = by_pool_.find(PoolKey(driver, pool));
+    if (it == by_pool_.end()) return nullptr;
+    for (const kube::ResourceSlice* slice : it->second) {
+      for (const kube::Device& d : slice->spec.devices) {
+        if (d.name == device) return &d;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  static std::string PoolKey(std::string_view driver, std::string_view pool) {
+    std::string key(driver);
+    key += '\0';
+    key += pool;
+    return key;
+  }
+
+  std::unordered_map<std::string_view, std::vector<const kube::ResourceSlice*>> by_node_;
+  std::unordered_map<std::string, std::vector<const kube::ResourceSlice*>> by_pool_;
+  std::vector<const kube::ResourceSlice*> empty_;
+};
+
+// ImpliedNode makes a Node (name + hostname label) for a node that ResourceSlices name by
+// spec.nodeName but that has no Node object (standalone --manifests use).
+std::optional<kube::Node> ImpliedNode(const SliceIndex& index, const std::string& name) {
+  if (index.ForNode(name).empty()) return std::nullopt;
+  kube::Node node;
+  node.metadata.name = name;
+  node.metadata.labels["kubernetes.io/hostname"] = name;
+  return node;
 }
 
 // AddImpliedNodes fills request.nodes for candidates known only from ResourceSlices (lock held).
 void AddImpliedNodes(const ClusterState& state, Request& request) {
+  std::optional<SliceIndex> index;  // only when some candidate has no Node object
   for (const auto& name : request.names) {
     if (request.nodes.count(name) != 0 || state.nodes_locked().count(name) != 0) continue;
-    if (auto node = ImpliedNode(state, name)) request.nodes[name] = std::move(*node);
+    if (!index) index.emplace(state);
+    if (auto node = ImpliedNode(*index, name)) request.nodes[name] = std::move(*node);
   }
 }
 
@@ -260,24 +337,84 @@ std::vector<const kube::ResourceClaim*> Pointers(const std::vector<kube::Resourc
   return out;
 }
 
-// ParallelFor runs fn(i) for i in [0, n) on up to `threads` threads.
+// WorkerPool is a process-wide set of helper threads for ParallelFor. Starting threads per request
+// cost more than the work on small clusters (thread creation, fresh stacks and malloc arenas
+// faulted in on every request).
+class WorkerPool {
+ public:
+  static WorkerPool& Get() {
+    static WorkerPool* pool = new WorkerPool(std::max(1u, std::thread::hardware_concurrency()));
+    return *pool;
+  }
+  size_t size() const { return threads_.size(); }
+  void Submit(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  explicit WorkerPool(unsigned n) {
+    for (unsigned i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        for (;;) {
+          std::function<void()> task;
+          {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [this] { return !tasks_.empty(); });
+            task = std::move(tasks_.front());
+            tasks_.pop_front();
+          }
+          task();
+        }
+      });
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;  // never joined: the pool lives as long as the process
+};
+
+// ParallelFor runs fn(i) for i in [0, n) on the calling thread plus up to `threads`-1 pool
+// helpers. The caller works too, so a busy pool only slows a request down, never blocks it.
 template <typename Fn>
 void ParallelFor(size_t n, int threads, Fn fn) {
-  size_t workers = threads > 0 ? static_cast<size_t>(threads)
-                               : std::max(1u, std::thread::hardware_concurrency());
+  size_t workers = threads > 0 ? static_cast<size_t>(threads) : WorkerPool::Get().size();
   workers = std::min(workers, n);
   if (workers <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (size_t w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < n; i = next++) fn(i);
-    });
-  }
-  for (auto& t : pool) t.join();
+  // Helpers may start after the caller has finished everything: they then find no index left
+  // and touch only the shared job, never `fn`.
+  struct Job {
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> done{0};
+    size_t n = 0;
+    std::function<void(size_t)> fn;
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  auto job = std::make_shared<Job>();
+  job->n = n;
+  job->fn = [&fn](size_t i) { fn(i); };
+  auto run = [](Job& j) {
+    for (size_t i = j.next++; i < j.n; i = j.next++) {
+      j.fn(i);
+      if (++j.done == j.n) {
+        std::lock_guard lock(j.mu);
+        j.cv.notify_all();
+      }
+    }
+  };
+  for (size_t w = 1; w < workers; ++w) WorkerPool::Get().Submit([job, run] { run(*job); });
+  run(*job);
+  std::unique_lock lock(job->mu);
+  job->cv.wait(lock, [&] { return job->done.load() == n; });
 }
 
 json FilterReply(const Request& request, const std::vector<std::string>& passed,
@@ -363,7 +500,8 @@ std::string Extender::Filter(std::string_view body) {
   }
   const size_t n = request->names.size();
   std::vector<std::string> verdict(n);  // empty: passes
-  std::vector<bool> unknown(n, false);
+  // Not vector<bool>: its elements share words, and the workers write them concurrently.
+  std::vector<char> unknown(n, 0);
   std::vector<absl::Status> errors(n);
   const auto pending = Pointers(claims->pending);
   const bool score = options_.mode == Mode::kScore;
@@ -375,7 +513,7 @@ std::string Extender::Filter(std::string_view body) {
   ParallelFor(n, options_.parallelism, [&](size_t i) {
     const kube::Node* node = LookupNode(state_, *request, request->names[i]);
     if (node == nullptr) {
-      unknown[i] = true;
+      unknown[i] = 1;
       verdict[i] = "node \"" + request->names[i] + "\" is not known to devlet-extender";
       return;
     }
@@ -429,6 +567,7 @@ std::string Extender::Prioritize(std::string_view body) {
   std::vector<int64_t> scores(n, 0);
   if (claims.ok() && claims->unresolvable.empty()) {
     const auto pending = Pointers(claims->pending);
+    const SliceIndex index(state_);
     ParallelFor(n, options_.parallelism, [&](size_t i) {
       const kube::Node* node = LookupNode(state_, *request, request->names[i]);
       if (node == nullptr) return;
@@ -446,17 +585,11 @@ std::string Extender::Prioritize(std::string_view body) {
       for (const auto& result : out.results) {
         for (const auto& r : result.devices.results) {
           ++chosen;
-          for (const auto& [sname, slice] : state_.slices_locked()) {
-            if (slice.spec.driver != r.driver || slice.spec.pool.name != r.pool) continue;
-            for (const auto& d : slice.spec.devices) {
-              if (d.name != r.device) continue;
-              for (const auto& [attr, value] : d.attributes) {
-                if (EndsWith(attr, "numaNode") || EndsWith(attr, "numa")) {
-                  numa.insert(AttrText(value));
-                }
-                if (EndsWith(attr, "pcieRoot")) pcie.insert(AttrText(value));
-              }
-            }
+          const kube::Device* d = index.FindDevice(r.driver, r.pool, r.device);
+          if (d == nullptr) continue;
+          for (const auto& [attr, value] : d->attributes) {
+            if (EndsWith(attr, "numaNode") || EndsWith(attr, "numa")) numa.insert(AttrText(value));
+            if (EndsWith(attr, "pcieRoot")) pcie.insert(AttrText(value));
           }
         }
       }
@@ -471,11 +604,10 @@ std::string Extender::Prioritize(std::string_view body) {
       // Packing: share of the node's devices in use once these are placed.
       int total = 0;
       int used = 0;
-      for (const auto& [sname, slice] : state_.slices_locked()) {
-        if (!slice.spec.node_name || *slice.spec.node_name != node->metadata.name) continue;
-        for (const auto& d : slice.spec.devices) {
+      for (const kube::ResourceSlice* slice : index.ForNode(node->metadata.name)) {
+        for (const auto& d : slice->spec.devices) {
           ++total;
-          if (state_.allocated_locked().IsAllocated(slice.spec.driver, slice.spec.pool.name,
+          if (state_.allocated_locked().IsAllocated(slice->spec.driver, slice->spec.pool.name,
                                                     d.name)) {
             ++used;
           }
@@ -550,7 +682,7 @@ std::string Extender::Bind(std::string_view body) {
     if (node_it != state_.nodes_locked().end()) {
       node = node_it->second;
     } else {
-      node = ImpliedNode(state_, node_name);
+      node = ImpliedNode(SliceIndex(state_), node_name);
     }
     if (!node) return fail("node \"" + node_name + "\" is not known to devlet-extender");
     std::string mismatch = AllocatedMismatch(claims, *node);

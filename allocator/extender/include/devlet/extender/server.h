@@ -35,7 +35,12 @@ struct ServerOptions {
   std::string cert_file;
   std::string key_file;
   size_t max_body_bytes = 16u << 20;
+  // Per-read timeout: a client silent this long is dropped.
   std::chrono::seconds read_timeout{10};
+  // Whole-body deadline, so a client trickling bytes just inside read_timeout cannot hold a
+  // server thread for long: past it the request gets 408 and the connection is closed. The
+  // scheduler gives up on an extender call after its httpTimeout (30 s by default) anyway.
+  std::chrono::seconds request_timeout{30};
   int threads = 16;
 };
 

@@ -1,0 +1,472 @@
+// Bad input over HTTP, beyond extender_http_test.cc: bodies sent a byte at a time, stalled and
+// trickled bodies, deeply nested and wrongly typed JSON, bodies near and over the size limit
+// (plain and chunked), malformed HTTP, wrong methods, claims that do not exist yet in prioritize
+// and bind, and an API server that is slow or down while binding. Every case must give a clear
+// error (or the right answer) and leave the server serving.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/extender/extender.h"
+#include "devlet/extender/server.h"
+#include "devlet/kube/codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace devlet::extender {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using Clock = std::chrono::steady_clock;
+
+// node-a: two GPUs; node-b: none. Claim "one" asks for one GPU.
+constexpr char kCluster[] = R"(
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-a-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-a
+  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {numaNode: {int: 0}}}
+  - {name: gpu-1, attributes: {numaNode: {int: 0}}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: one, namespace: default, uid: uid-one, resourceVersion: '1'}
+spec:
+  devices:
+    requests:
+    - {name: gpu, exactly: {deviceClassName: gpu, count: 1}}
+)";
+
+json PodJson(const std::string& name, const std::string& claim) {
+  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
+          {"spec",
+           {{"containers", json::array({{{"name", "c"}, {"image", "busybox"}}})},
+            {"resourceClaims", json::array({{{"name", "c"}, {"resourceClaimName", claim}}})}}}};
+}
+
+std::string FilterBody(const std::string& pod, const std::string& claim) {
+  return json({{"Pod", PodJson(pod, claim)}, {"NodeNames", {"node-a", "node-b"}}}).dump();
+}
+
+// RawConnection is a client socket for what httplib::Client will not send: bodies a byte at a
+// time, stalls, malformed requests.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    int one = 1;
+    if (connected_) setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  // Send writes all of `data`; false once the peer has closed.
+  bool Send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // ReadUntilClosed collects what the server sends until it closes the connection or `timeout`
+  // passes; `closed` says which.
+  std::string ReadUntilClosed(std::chrono::milliseconds timeout, bool* closed) {
+    std::string out;
+    *closed = false;
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        *closed = true;
+        break;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  // ReadResponse reads one response with a Content-Length body (keep-alive connections).
+  std::string ReadResponse(std::chrono::milliseconds timeout) {
+    std::string out;
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      size_t header_end = out.find("\r\n\r\n");
+      if (header_end != std::string::npos) {
+        size_t cl = out.find("Content-Length: ");
+        if (cl != std::string::npos && cl < header_end) {
+          size_t length = std::stoul(out.substr(cl + 16));
+          if (out.size() >= header_end + 4 + length) return out;
+        }
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+std::string PostHead(const std::string& path, size_t content_length) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(content_length) + "\r\n\r\n";
+}
+
+std::string BodyOf(const std::string& response) {
+  size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+// BlockingWriter stands in for an API server: slow (blocks until released) or down.
+class BlockingWriter : public MemoryWriter {
+ public:
+  using MemoryWriter::MemoryWriter;
+  absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override {
+    if (down) return absl::UnavailableError("connection refused: the API server is down");
+    entered.set_value();
+    release.get_future().wait();
+    return MemoryWriter::UpdateClaimStatus(claim);
+  }
+  std::atomic<bool> down{false};
+  std::promise<void> entered;
+  std::promise<void> release;
+};
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(kCluster));
+    for (const auto& object : objects) ASSERT_OK(state_.Apply(object));
+    state_.MarkSynced();
+    extender_ = std::make_unique<Extender>(state_, writer_, Options{.mode = Mode::kAllocate});
+  }
+  void Start(ServerOptions options = {}) {
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.prefix = "/devlet";
+    server_ = std::make_unique<Server>(*extender_, options);
+    ASSERT_OK(server_->Start());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_keep_alive(true);
+    client_->set_read_timeout(std::chrono::seconds(20));
+  }
+  void TearDown() override {
+    client_.reset();
+    if (server_) server_->Stop();
+  }
+  // Post returns the reply of a verb as JSON (a string for non-JSON replies).
+  json Post(const std::string& verb, const std::string& body, int want_status = 200) {
+    auto res = client_->Post("/devlet/" + verb, body, "application/json");
+    EXPECT_TRUE(res) << verb << ": " << (res ? "" : httplib::to_string(res.error()));
+    if (!res) return nullptr;
+    EXPECT_EQ(res->status, want_status) << res->body;
+    json parsed = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    return parsed.is_discarded() ? json(res->body) : parsed;
+  }
+  // ExpectServing checks the server still answers a normal filter correctly.
+  void ExpectServing() {
+    httplib::Client fresh("127.0.0.1", server_->port());
+    fresh.set_read_timeout(std::chrono::seconds(20));
+    auto res = fresh.Post("/devlet/filter", FilterBody("ok", "one"), "application/json");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    ASSERT_EQ(res->status, 200);
+    EXPECT_EQ(json::parse(res->body)["NodeNames"], json({"node-a"}));
+  }
+
+  ClusterState state_{allocator::Features{}};
+  BlockingWriter writer_{state_};
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(BadInputTest, BodySentAByteAtATimeIsServed) {
+  Start();
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.connected());
+  const std::string body = FilterBody("p", "one");
+  const std::string request = PostHead("/devlet/filter", body.size()) + body;
+  for (char c : request) {
+    ASSERT_TRUE(conn.Send(std::string_view(&c, 1)));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::string response = conn.ReadResponse(std::chrono::seconds(20));
+  ASSERT_THAT(response, StartsWith("HTTP/1.1 200"));
+  json reply = json::parse(BodyOf(response));
+  EXPECT_EQ(reply["Error"], "");
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+}
+
+TEST_F(BadInputTest, StalledBodiesAreDroppedAndOthersServed) {
+  // More stalled connections than server threads: after read_timeout they are closed and a
+  // well-behaved client is served.
+  Start({.read_timeout = std::chrono::seconds(1), .threads = 2});
+  std::vector<std::unique_ptr<RawConnection>> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<RawConnection>(server_->port()));
+    ASSERT_TRUE(stalled.back()->connected());
+    ASSERT_TRUE(stalled.back()->Send(PostHead("/devlet/filter", 1000) + "{\"Pod\":"));
+  }
+  ExpectServing();
+  for (auto& conn : stalled) {
+    bool closed = false;
+    conn->ReadUntilClosed(std::chrono::seconds(20), &closed);
+    EXPECT_TRUE(closed) << "a stalled connection was kept open";
+  }
+}
+
+TEST_F(BadInputTest, TrickledBodyHitsTheRequestDeadline) {
+  // A byte every 100 ms never trips the per-read timeout; the request deadline still ends it.
+  Start({.read_timeout = std::chrono::seconds(5), .request_timeout = std::chrono::seconds(1)});
+  RawConnection conn(server_->port());
+  ASSERT_TRUE(conn.connected());
+  const std::string body = FilterBody("p", "one");
+  ASSERT_TRUE(conn.Send(PostHead("/devlet/filter", body.size())));
+  const auto start = Clock::now();
+  bool closed = false;
+  std::string response;
+  // A byte every 300 ms: the server notices the deadline when a byte arrives and answers at
+  // once; the client reads the answer before its next byte (which a closed socket would reset).
+  for (size_t i = 0; i < body.size() && !closed; ++i) {
+    if (!conn.Send(body.substr(i, 1))) break;
+    response += conn.ReadUntilClosed(std::chrono::milliseconds(300), &closed);
+    if (!response.empty()) break;
+  }
+  if (!closed) response += conn.ReadUntilClosed(std::chrono::seconds(10), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
+  EXPECT_THAT(response, AllOf(StartsWith("HTTP/1.1 408"), HasSubstr("not received within 1s")));
+  ExpectServing();
+}
+
+TEST_F(BadInputTest, DeeplyNestedJsonIsAnErrorNotACrash) {
+  Start();
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  std::string body = R"({"Pod":{"metadata":{"name":"p","labels":)" + deep +
+                     R"(}},"NodeNames":["node-a"]})";
+  EXPECT_THAT(Post("filter", body)["Error"].get<std::string>(), HasSubstr("nested deeper than"));
+  Post("prioritize", body, 400);
+  EXPECT_THAT(Post("bind", R"({"PodName":)" + deep + "}")["Error"].get<std::string>(),
+              HasSubstr("nested deeper than"));
+  // Unbalanced nesting is plain invalid JSON.
+  EXPECT_THAT(Post("filter", std::string(100000, '['))["Error"].get<std::string>(),
+              HasSubstr("request body"));
+  ExpectServing();
+}
+
+TEST_F(BadInputTest, WronglyTypedFieldsNameTheField) {
+  Start();
+  auto filter_error = [&](const std::string& body) {
+    return Post("filter", body)["Error"].get<std::string>();
+  };
+  EXPECT_THAT(filter_error(""), HasSubstr("not valid JSON"));
+  EXPECT_THAT(filter_error("null"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(filter_error(R"({"Pod":"p","NodeNames":["node-a"]})"),
+              HasSubstr("ExtenderArgs.Pod"));
+  EXPECT_THAT(filter_error(json({{"Pod", PodJson("p", "one")}, {"NodeNames", "node-a"}}).dump()),
+              HasSubstr("NodeNames: not an array"));
+  EXPECT_THAT(filter_error(json({{"Pod", PodJson("p", "one")}, {"NodeNames", {1, 2}}}).dump()),
+              HasSubstr("NodeNames: not a string"));
+  EXPECT_THAT(filter_error(json({{"Pod", PodJson("p", "one")}, {"Nodes", {{"items", 3}}}}).dump()),
+              HasSubstr("Nodes.items"));
+  EXPECT_THAT(
+      filter_error(json({{"Pod", PodJson("p", "one")},
+                         {"Nodes", {{"items", json::array({{{"metadata", {{"name", 7}}}}})}}}})
+                       .dump()),
+      HasSubstr("Nodes.items[0]"));
+  json pod = PodJson("p", "one");
+  pod["spec"]["resourceClaims"] = "all of them";
+  EXPECT_THAT(filter_error(json({{"Pod", pod}, {"NodeNames", {"node-a"}}}).dump()),
+              HasSubstr("resourceClaims"));
+  EXPECT_THAT(Post("bind", R"({"PodName":["p"],"Node":"node-a"})")["Error"].get<std::string>(),
+              HasSubstr("PodName and Node are required"));
+  ExpectServing();
+}
+
+TEST_F(BadInputTest, BodiesNearAndOverTheLimit) {
+  Start({.max_body_bytes = 1u << 20});
+  // 60000 node names (~0.8 MiB): served, every unknown node reported.
+  json names = json::array();
+  for (int i = 0; i < 60000; ++i) names.push_back("nowhere-" + std::to_string(i));
+  names.push_back("node-a");
+  std::string body = json({{"Pod", PodJson("p", "one")}, {"NodeNames", names}}).dump();
+  ASSERT_LT(body.size(), 1u << 20);
+  json reply = Post("filter", body);
+  EXPECT_EQ(reply["Error"], "");
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"].size(), 60000u);
+  // Over the limit: 413, with Content-Length and with chunked transfer encoding.
+  std::string big(2u << 20, ' ');
+  // The server may answer and close before the client has written everything: then the client
+  // sees a broken connection instead of the 413.
+  auto res = client_->Post("/devlet/filter", big, "application/json");
+  EXPECT_TRUE(!res || res->status == 413) << res->status;
+  httplib::Client chunked("127.0.0.1", server_->port());
+  size_t sent = 0;
+  res = chunked.Post(
+      "/devlet/filter",
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent >= (4u << 20)) {
+          sink.done();
+          return true;
+        }
+        std::string chunk(64u << 10, ' ');
+        sent += chunk.size();
+        return sink.write(chunk.data(), chunk.size());
+      },
+      "application/json");
+  EXPECT_TRUE(!res || res->status == 413) << res->status;
+  ExpectServing();
+}
+
+TEST_F(BadInputTest, MalformedHttpAndWrongMethods) {
+  Start();
+  {
+    RawConnection conn(server_->port());
+    ASSERT_TRUE(conn.Send("THIS IS NOT HTTP\r\n\r\n"));
+    EXPECT_THAT(conn.ReadResponse(std::chrono::seconds(10)), StartsWith("HTTP/1.1 400"));
+  }
+  {
+    RawConnection conn(server_->port());
+    ASSERT_TRUE(conn.Send("POST /devlet/filter HTTP/1.1\r\nHost: x\r\nContent-Length: banana\r\n"
+                          "\r\n{}"));
+    // httplib reads an unparsable length as 0: the empty body is then the verb's error.
+    std::string response = conn.ReadResponse(std::chrono::seconds(10));
+    EXPECT_THAT(response, AnyOf(StartsWith("HTTP/1.1 4"), HasSubstr("not valid JSON")));
+  }
+  auto res = client_->Get("/devlet/filter");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  res = client_->Put("/devlet/bind", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  res = client_->Post("/devlet/filter/../bind", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  ExpectServing();
+}
+
+TEST_F(BadInputTest, ClaimsThatDoNotExistYet) {
+  Start();
+  // Prioritize cannot score a pod whose claim is missing: every node 0, not an error.
+  json reply = Post("prioritize",
+                    json({{"Pod", PodJson("p", "later")}, {"NodeNames", {"node-a", "node-b"}}})
+                        .dump());
+  ASSERT_TRUE(reply.is_array());
+  ASSERT_EQ(reply.size(), 2u);
+  EXPECT_EQ(reply[0]["Score"], 0);
+  EXPECT_EQ(reply[1]["Score"], 0);
+  // Filter saw the pod; bind then fails naming the claim, and nothing is held.
+  reply = Post("filter", FilterBody("p", "later"));
+  EXPECT_THAT(reply["FailedAndUnresolvableNodes"]["node-a"].get<std::string>(),
+              HasSubstr("\"default/later\" not found"));
+  reply = Post("bind", json({{"PodName", "p"}, {"PodNamespace", "default"}, {"Node", "node-a"}})
+                           .dump());
+  EXPECT_THAT(reply["Error"].get<std::string>(), HasSubstr("\"default/later\" not found"));
+  EXPECT_EQ(state_.num_held(), 0u);
+}
+
+TEST_F(BadInputTest, SlowApiServerDoesNotBlockFilter) {
+  Start();
+  Post("filter", FilterBody("p", "one"));
+  std::future<json> bind = std::async(std::launch::async, [&] {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(std::chrono::seconds(30));
+    auto res = c.Post("/devlet/bind",
+                      json({{"PodName", "p"}, {"PodNamespace", "default"}, {"Node", "node-a"}})
+                          .dump(),
+                      "application/json");
+    return res ? json::parse(res->body) : json(nullptr);
+  });
+  // The bind is now inside the (blocked) API-server write, with the device held.
+  ASSERT_EQ(writer_.entered.get_future().wait_for(std::chrono::seconds(20)),
+            std::future_status::ready);
+  EXPECT_TRUE(state_.IsAllocated("gpu.example.com", "node-a", "gpu-0"));
+  // Filter and prioritize are served meanwhile, seeing the held device.
+  ASSERT_OK_AND_ASSIGN(auto more, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: two, namespace: default, uid: uid-two, resourceVersion: '1'}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 2}}]}}
+)"));
+  ASSERT_OK(state_.Apply(more[0]));
+  json reply = Post("filter", FilterBody("q", "two"));
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-a")) << reply.dump();
+  EXPECT_TRUE(Post("prioritize", FilterBody("q", "two")).is_array());
+  writer_.release.set_value();
+  EXPECT_EQ(bind.get()["Error"], "");
+  EXPECT_EQ(state_.num_held(), 0u);
+}
+
+TEST_F(BadInputTest, ApiServerDownFailsBindCleanly) {
+  Start();
+  writer_.down = true;
+  Post("filter", FilterBody("p", "one"));
+  json reply =
+      Post("bind", json({{"PodName", "p"}, {"PodNamespace", "default"}, {"Node", "node-a"}})
+                       .dump());
+  EXPECT_THAT(reply["Error"].get<std::string>(), HasSubstr("the API server is down"));
+  EXPECT_EQ(state_.num_held(), 0u);
+  EXPECT_FALSE(state_.IsAllocated("gpu.example.com", "node-a", "gpu-0"));
+  ExpectServing();
+}
+
+}  // namespace
+}  // namespace devlet::extender

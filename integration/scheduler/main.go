@@ -482,12 +482,6 @@ func run(e *env, self, extenderPath, record, only string) int {
 			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 			"--v=0",
 		}}
-	logf("starting kube-apiserver on %s (etcd %s, work dir %s)", e.server, clientURL.String(), dir)
-	e.apiserver.start()
-	if err := e.waitAPIServer(); err != nil {
-		fmt.Fprintln(os.Stderr, e.apiserver.tail(8<<10))
-		fail("%v", err)
-	}
 	e.kubeconfig = write("kubeconfig.yaml", []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 current-context: test
@@ -514,13 +508,37 @@ users:
 		args: []string{extenderPath, "--kubeconfig", e.kubeconfig, "--mode", e.mode,
 			"--bind-address", "127.0.0.1", "--port", strconv.Itoa(extPort),
 			"--url-prefix", "/devlet", "--filter-timeout-ms", "10000"}}
-	logf("starting devlet-extender --mode %s on %s", e.mode, e.extURL)
+	// The extender starts before the API server: it must serve /healthz at once but report
+	// ready only after its first full list, which it retries until the API server answers.
+	logf("starting devlet-extender --mode %s on %s (kube-apiserver not up yet)", e.mode, e.extURL)
 	e.extender.start()
-	if err := waitHTTP(&http.Client{Timeout: 2 * time.Second}, e.extURL+"/readyz", "",
-		60*time.Second, "devlet-extender"); err != nil {
+	probe := &http.Client{Timeout: 2 * time.Second}
+	if err := waitHTTP(probe, e.extURL+"/healthz", "", 30*time.Second,
+		"devlet-extender /healthz"); err != nil {
 		e.dumpLogs()
 		fail("%v", err)
 	}
+	time.Sleep(time.Second)
+	if resp, err := probe.Get(e.extURL + "/readyz"); err != nil || resp.StatusCode != 503 {
+		e.dumpLogs()
+		fail("devlet-extender /readyz before any sync: want 503, got %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+		logf("devlet-extender /readyz is 503 while kube-apiserver is down")
+	}
+
+	logf("starting kube-apiserver on %s (etcd %s, work dir %s)", e.server, clientURL.String(), dir)
+	e.apiserver.start()
+	if err := e.waitAPIServer(); err != nil {
+		fmt.Fprintln(os.Stderr, e.apiserver.tail(8<<10))
+		fail("%v", err)
+	}
+	if err := waitHTTP(probe, e.extURL+"/readyz", "", 60*time.Second,
+		"devlet-extender"); err != nil {
+		e.dumpLogs()
+		fail("%v", err)
+	}
+	logf("devlet-extender is ready (first full sync done)")
 	e.proxy = &recorder{target: e.extURL, dir: record, counts: map[string]int{}}
 	proxyListener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -289,6 +289,14 @@ state = %[2]q
 		"metadataMounts": []any{map[string]any{
 			"hostPath": filepath.Join(d, "metadata", "claim-gpu.json"), "containerPath": metaPath}},
 	}
+	// A claim whose device node does not exist on the host: creation must fail, clearly.
+	broken := map[string]any{
+		"uid": "claim-broken", "namespace": "default", "name": "broken",
+		"containers": []any{map[string]any{"name": "broken"}},
+		"devices": []any{map[string]any{"request": "gpu", "driver": "gpu.devlet.test",
+			"pool": "node", "device": "gpu9", "edits": map[string]any{
+				"deviceNodes": []any{map[string]any{"path": "/dev/devlet-missing"}}}}},
+	}
 	cpu := map[string]any{
 		"uid": "claim-cpu", "namespace": "default", "name": "cpu",
 		"containers": []any{map[string]any{"name": "cpu"}},
@@ -296,7 +304,7 @@ state = %[2]q
 			"pool": "node", "device": "cpu" + h.cpuClaimCPU}},
 		"cpuset": h.cpuClaimCPU, "memoryLimitBytes": memoryLimit,
 	}
-	writeJSON(filepath.Join(d, "claims.json"), map[string]any{podUID: []any{gpu, cpu}})
+	writeJSON(filepath.Join(d, "claims.json"), map[string]any{podUID: []any{gpu, cpu, broken}})
 	writeJSON(filepath.Join(d, "pod.json"), map[string]any{
 		"metadata":      map[string]any{"name": "devlet-pod", "namespace": "default", "uid": podUID},
 		"log_directory": filepath.Join(d, "logs"),
@@ -766,6 +774,11 @@ func (h *harness) run(timings int) {
 	check(spec.Annotations["devlet.test/synced"] == "3", "containers in the resync: %q, want 3",
 		spec.Annotations["devlet.test/synced"])
 
+	fmt.Println("--- bad state: a device node that does not resolve fails the creation, naming the claim")
+	_, err := h.crictlQuiet("create", pod, h.containerConfig("broken", 0), podJSON)
+	check(err != nil && strings.Contains(err.Error(), "claim default/broken") &&
+		strings.Contains(err.Error(), "/dev/devlet-missing"), "creation error: %v", err)
+
 	fmt.Println("--- CDI policy names: containerd resolves devlet's CDI device names")
 	h.stopPlugin()
 	h.startPlugin("names")
@@ -776,6 +789,24 @@ func (h *harness) run(timings int) {
 	if timings > 0 {
 		h.timeCreates(pod, podJSON, timings)
 	}
+
+	fmt.Println("--- pre-launched: containerd starts devlet from its plugin dir (NRI_PLUGIN_SOCKET)")
+	h.stopPlugin()
+	h.stopContainerd()
+	h.pluginLog = filepath.Join(h.dir, "prelaunched.log")
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %q --claims %q --cdi-policy edits --numa-cpus %q -v 2 2>>%q\n",
+		h.pluginBin, filepath.Join(h.dir, "claims.json"), fmt.Sprintf("%d=%s", h.numaNode, h.nodeCPUs),
+		h.pluginLog)
+	if err := os.WriteFile(filepath.Join(h.dir, "nri-plugins", "10-devlet"), []byte(wrapper), 0o755); err != nil {
+		h.fatal("pre-launched plugin: %v", err)
+	}
+	h.startContainerd()
+	h.waitSynced(1)
+	app3 := h.crictl("create", pod, h.containerConfig("app", 3), podJSON)
+	h.crictl("start", app3)
+	spec = h.checkGpuContainer(app3, true)
+	check(spec.Annotations["devlet.test/registrations"] == "1", "pre-launched registrations %q",
+		spec.Annotations["devlet.test/registrations"])
 	h.crictl("stopp", pod)
 	h.crictl("rmp", pod)
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -89,6 +90,21 @@ type Outcome struct {
 	Kind    string                         `json:"kind"` // allocated | unschedulable | error
 	Error   string                         `json:"error,omitempty"`
 	Results []resourceapi.AllocationResult `json:"results,omitempty"`
+	// Steps is upstream's allocateOne invocation count (test-only Stats, read by reflection
+	// because its type is in an internal package); -1 when the implementation has none.
+	Steps int64 `json:"steps"`
+}
+
+func allocateOneInvocations(alloc structured.Allocator) int64 {
+	m := reflect.ValueOf(alloc).MethodByName("GetStats")
+	if !m.IsValid() {
+		return -1
+	}
+	f := m.Call(nil)[0].FieldByName("NumAllocateOneInvocations")
+	if !f.IsValid() {
+		return -1
+	}
+	return f.Int()
 }
 
 func runUpstream(ctx context.Context, c *Cluster, nodeName string, cache *cel.Cache) Outcome {
@@ -152,7 +168,9 @@ func runUpstreamWith(ctx context.Context, c *Cluster, nodeName string, cache *ce
 		node = &v1.Node{}
 		node.Name = nodeName
 	}
-	return classify(alloc.Allocate(ctx, node, c.Pending))
+	out := classify(alloc.Allocate(ctx, node, c.Pending))
+	out.Steps = allocateOneInvocations(alloc)
+	return out
 }
 
 func classify(results []resourceapi.AllocationResult, err error) Outcome {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <cctype>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -525,32 +527,96 @@ ProfileConfig DefaultProfileConfig() {
   return config;
 }
 
-absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const ProfileConfig& config) {
+namespace {
+
+// The index each (profile, PCI address) had in the previous set: "<profile>-<index>[-...]".
+std::map<std::pair<std::string, std::string>, int> PreviousIndices(const DeviceSet* previous) {
+  std::map<std::pair<std::string, std::string>, int> out;
+  if (previous == nullptr) return out;
+  for (const DraDevice& device : previous->devices) {
+    // VF devices are keyed by their PF (their own address appears only once the VF exists).
+    const std::string& address =
+        device.preparation.sriov_pf.empty() ? device.pci_address : device.preparation.sriov_pf;
+    if (address.empty() || device.profile.empty()) continue;
+    const std::string prefix = device.profile + "-";
+    if (device.name.rfind(prefix, 0) != 0) continue;
+    size_t end = prefix.size();
+    while (end < device.name.size() && std::isdigit(static_cast<unsigned char>(device.name[end]))) {
+      ++end;
+    }
+    if (end == prefix.size() || end - prefix.size() > 6) continue;
+    out.emplace(std::make_pair(device.profile, address),
+                std::stoi(device.name.substr(prefix.size(), end - prefix.size())));
+  }
+  return out;
+}
+
+// Indices for the items a profile matched (in inventory order): an item published before keeps
+// its index, so that unplugging gpu-3 does not rename gpu-4..7 under running claims; new items
+// take the lowest free indices in order.
+std::vector<int> AssignIndices(const std::string& profile, const std::vector<std::string>& addresses,
+                               const std::map<std::pair<std::string, std::string>, int>& previous) {
+  std::vector<int> indices(addresses.size(), -1);
+  std::set<int> used;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    auto it = previous.find({profile, addresses[i]});
+    if (it != previous.end() && used.insert(it->second).second) indices[i] = it->second;
+  }
+  int next = 0;
+  for (int& index : indices) {
+    if (index >= 0) continue;
+    while (used.contains(next)) ++next;
+    index = next;
+    used.insert(next);
+  }
+  return indices;
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const ProfileConfig& config,
+                                         const DeviceSet* previous) {
   DeviceSet set;
   std::set<std::string> claimed;  // PCI addresses and "numa:<id>" owned by an earlier profile
+  const auto previous_indices = PreviousIndices(previous);
   for (const Profile& profile : config.profiles) {
-    int index = 0;
     switch (profile.kind) {
-      case ProfileKind::kGpu:
+      case ProfileKind::kGpu: {
+        std::vector<const Gpu*> matched;
+        std::vector<std::string> addresses;
         for (const Gpu& gpu : inventory.gpus) {
           if (claimed.contains(gpu.pci.address) || !MatchesPci(profile, gpu.pci, gpu.model, "")) {
             continue;
           }
           claimed.insert(gpu.pci.address);
-          BuildGpu(profile, gpu, index++, set);
+          matched.push_back(&gpu);
+          addresses.push_back(gpu.pci.address);
         }
+        std::vector<int> indices = AssignIndices(profile.name, addresses, previous_indices);
+        for (size_t i = 0; i < matched.size(); ++i) BuildGpu(profile, *matched[i], indices[i], set);
         break;
-      case ProfileKind::kNic:
+      }
+      case ProfileKind::kNic: {
+        std::vector<const Nic*> matched;
+        std::vector<std::string> addresses;
         for (const Nic& nic : inventory.nics) {
           if (nic.is_vf() || claimed.contains(nic.pci.address) ||
               !MatchesPci(profile, nic.pci, nic.model, nic.interface)) {
             continue;
           }
           claimed.insert(nic.pci.address);
-          DEVLET_RETURN_IF_ERROR(BuildNic(profile, nic, index++, set));
+          matched.push_back(&nic);
+          addresses.push_back(nic.pci.address);
+        }
+        std::vector<int> indices = AssignIndices(profile.name, addresses, previous_indices);
+        for (size_t i = 0; i < matched.size(); ++i) {
+          DEVLET_RETURN_IF_ERROR(BuildNic(profile, *matched[i], indices[i], set));
         }
         break;
-      case ProfileKind::kVf:
+      }
+      case ProfileKind::kVf: {
+        std::vector<const Nic*> matched;
+        std::vector<std::string> addresses;
         for (const Nic& nic : inventory.nics) {
           if (nic.is_vf() || nic.sriov_total_vfs == 0 || claimed.contains(nic.pci.address) ||
               !MatchesPci(profile, nic.pci, nic.model, nic.interface)) {
@@ -558,9 +624,15 @@ absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const Profi
           }
           claimed.insert(nic.pci.address);
           for (const std::string& vf : nic.vfs) claimed.insert(vf);
-          BuildVfs(profile, nic, inventory.nics, index++, set);
+          matched.push_back(&nic);
+          addresses.push_back(nic.pci.address);
+        }
+        std::vector<int> indices = AssignIndices(profile.name, addresses, previous_indices);
+        for (size_t i = 0; i < matched.size(); ++i) {
+          BuildVfs(profile, *matched[i], inventory.nics, indices[i], set);
         }
         break;
+      }
       case ProfileKind::kCpu:
         for (const NumaNode& node : inventory.cpu.numa_nodes) {
           const std::string id = "numa:" + std::to_string(node.id);
@@ -583,7 +655,8 @@ Rescanner::Rescanner(Discoverer& discoverer, ProfileConfig config)
 
 absl::StatusOr<RescanResult> Rescanner::Rescan() {
   DEVLET_ASSIGN_OR_RETURN(Inventory inventory, discoverer_.Discover());
-  DEVLET_ASSIGN_OR_RETURN(DeviceSet devices, BuildDeviceSet(inventory, config_));
+  DEVLET_ASSIGN_OR_RETURN(DeviceSet devices,
+                          BuildDeviceSet(inventory, config_, first_ ? nullptr : &devices_));
   RescanResult result;
   result.inventory_diff = DiffInventories(inventory_, inventory);
   result.device_diff = DiffDeviceSets(devices_, devices);

@@ -172,6 +172,36 @@ TEST(ProfileTest, RescanReportsNoChangeThenNewVfs) {
   EXPECT_EQ(vf->pci_address, "0000:1a:00.3");
 }
 
+TEST(ProfileTest, NamesStayStableWhenADeviceIsUnplugged) {
+  FakeSysfs fake;
+  ASSERT_OK(AddGpuServer(fake));
+  auto discoverer =
+      NewDiscoverer({.sysfs_root = fake.Root(), .topology_xml = kData + "/dgx-2s-8gpu-2nic.xml"});
+  Rescanner rescanner(*discoverer, DefaultProfileConfig());
+  ASSERT_OK(rescanner.Rescan());
+  ASSERT_EQ(rescanner.devices().Find("gpu-4")->pci_address, "0000:9a:00.0");
+  ASSERT_OK(fake.RemovePciDevice("0000:3a:00.0"));  // gpu-3
+  ASSERT_OK_AND_ASSIGN(RescanResult removed, rescanner.Rescan());
+  EXPECT_THAT(removed.device_diff.removed, ElementsAre("gpu-3"));
+  EXPECT_THAT(removed.device_diff.changed, IsEmpty());  // gpu-4..7 keep their names
+  EXPECT_EQ(rescanner.devices().Find("gpu-4")->pci_address, "0000:9a:00.0");
+  // The slot is refilled by the next new GPU; another one after that takes gpu-8.
+  testing::FakePciDevice gpu{.address = "0000:3a:00.0", .parent = "pci0000:38/0000:38:02.0",
+                             .vendor_id = 0x10de, .device_id = 0x2330, .class_code = 0x030200,
+                             .driver = "nvidia", .numa_node = 0, .iommu_group = 13};
+  ASSERT_OK(fake.AddPciDevice(gpu));
+  gpu.address = "0000:3b:00.0";
+  gpu.iommu_group = 14;
+  ASSERT_OK(fake.AddPciDevice(gpu));
+  ASSERT_OK_AND_ASSIGN(RescanResult added, rescanner.Rescan());
+  EXPECT_THAT(added.device_diff.added, ElementsAre("gpu-3", "gpu-8"));
+  EXPECT_EQ(rescanner.devices().Find("gpu-8")->pci_address, "0000:3b:00.0");
+  // Without a previous set the names are positional again.
+  ASSERT_OK_AND_ASSIGN(DeviceSet fresh,
+                       BuildDeviceSet(rescanner.inventory(), DefaultProfileConfig()));
+  EXPECT_EQ(fresh.Find("gpu-4")->pci_address, "0000:3b:00.0");
+}
+
 TEST(ProfileTest, NicHeavyServerSkipsTheBmcAndNeedsLinkSpeedToShareBandwidth) {
   auto discoverer =
       NewDiscoverer({.topology_xml = kData + "/nic-1s-8port.xml", .use_sysfs = false});

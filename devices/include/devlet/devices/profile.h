@@ -106,7 +106,12 @@ ProfileConfig DefaultProfileConfig();
 
 // BuildDeviceSet applies the profiles to an inventory. The result is deterministic (inventory
 // order), so an unchanged inventory yields an equal DeviceSet, and it passes ValidateDeviceSet.
-absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const ProfileConfig& config);
+// Device indices count a profile's matches in address order; with `previous` (the set published
+// last), a device that was published keeps its name even when devices before it disappeared
+// (unplugging gpu-3 does not rename gpu-4..7 under running claims), and new devices take the
+// lowest free indices.
+absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const ProfileConfig& config,
+                                         const DeviceSet* previous = nullptr);
 
 // RescanResult is what one rescan found.
 struct RescanResult {
@@ -116,7 +121,8 @@ struct RescanResult {
 };
 
 // Rescanner keeps the last inventory and device set, and tells on each rescan (hot-plug, driver
-// change, periodic timer) whether the published devices must change. Not thread-safe.
+// change, periodic timer) whether the published devices must change. Device names stay stable
+// across rescans (BuildDeviceSet with the previous set). Not thread-safe.
 class Rescanner {
  public:
   Rescanner(Discoverer& discoverer, ProfileConfig config);

@@ -621,3 +621,37 @@ TEST_F(PrepareDeviceTest, MdevProfileCreatesAndRemovesItsInstance) {
 
 }  // namespace
 }  // namespace devlet::devices
+
+namespace devlet::devices {
+namespace {
+
+TEST_F(PrepareDeviceTest, CrashingInitAndADeviceThatVanishesMidPrepare) {
+  DeviceSet set = Build("profiles:\n- name: gpu\n  kind: gpu\n  vfio: true\n"
+                        "  init: {command: [/bin/sh, -c, 'kill -SEGV $$']}\n");
+  Preparer preparer = MakePreparer();
+  auto crashed = preparer.Prepare(*set.Find("gpu-0"));
+  ASSERT_FALSE(crashed.ok());
+  EXPECT_THAT(Message(crashed.status()), HasSubstr("init command for gpu-0"));
+  EXPECT_THAT(Message(crashed.status()), HasSubstr("signal"));
+  EXPECT_EQ(fake_.BoundDriver(kGpu), "nvidia");
+  EXPECT_EQ(Override(kGpu), "(null)");
+
+  // The GPU is hot-unplugged between the driver_override write and the unbind.
+  const std::string victim = "0000:19:00.0";
+  Preparer vanishing(fake_, [&](const JournalEntry& entry) -> absl::Status {
+    if (entry.phase == JournalEntry::Phase::kDo && entry.step.find("/unbind") != std::string::npos) {
+      EXPECT_OK(fake_.RemovePciDevice(victim));
+    }
+    return absl::OkStatus();
+  });
+  auto gone = vanishing.Prepare(*set.Find("gpu-1"));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_THAT(Message(gone.status()), HasSubstr("preparing gpu-1: binding 0000:19:00.0 to vfio-pci"));
+  EXPECT_THAT(Message(gone.status()), HasSubstr("No such device"));
+  EXPECT_FALSE(fake_.Exists("bus/pci/devices/" + victim));
+  // Nothing else was touched: the other GPUs are still on nvidia.
+  EXPECT_EQ(fake_.BoundDriver("0000:39:00.0"), "nvidia");
+}
+
+}  // namespace
+}  // namespace devlet::devices

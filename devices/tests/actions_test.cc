@@ -539,8 +539,8 @@ TEST_F(SriovLedgerTest, LastUnprepareRemovesTheVfsDevletCreatedAlsoAcrossRestart
   EXPECT_EQ(Autoprobe(), 1);
   EXPECT_FALSE(fake_.Exists("bus/pci/devices/0000:1a:00.5"));
   EXPECT_THAT(ledger->Entries(), IsEmpty());
-  ASSERT_OK_AND_ASSIGN(ledger, SriovLedger::Open(path));
-  EXPECT_THAT(ledger->Entries(), IsEmpty());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SriovLedger> reopened, SriovLedger::Open(path));
+  EXPECT_THAT(reopened->Entries(), IsEmpty());
   EXPECT_OK(preparer.Unprepare(second_done));  // idempotent
 }
 

@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <memory>
@@ -161,7 +163,29 @@ int main(int argc, char** argv) {
   logger.Info("devlet-extender serving", "port", server.port(), "mode", mode, "slices",
               state.num_slices());
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  server.Stop();
+  const auto stopping = std::chrono::steady_clock::now();
+  // Watches end within about a second of being told (libcurl's progress callback); stop them all
+  // at once rather than one after another.
+  std::vector<std::thread> stoppers;
+  for (auto& watcher : *watchers) {
+    stoppers.emplace_back([&watcher] { watcher->Stop(); });
+  }
+  for (auto& stopper : stoppers) stopper.join();
   watchers->clear();
+  // httplib's Stop waits for idle keep-alive connections (the scheduler keeps them open) up to
+  // the keep-alive timeout; nothing is left to flush (every write was synchronous), so the wait
+  // is bounded rather than holding a restart up for it.
+  std::atomic<bool> stopped{false};
+  std::thread([&server, &stopped] {
+    server.Stop();
+    stopped.store(true);
+  }).detach();
+  while (!stopped.load() && std::chrono::steady_clock::now() - stopping < std::chrono::seconds(3)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  logger.Info("devlet-extender stopped", "seconds",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count(),
+              "idle_connections_cut", !stopped.load());
+  if (!stopped.load()) std::_Exit(0);
   return 0;
 }

@@ -163,10 +163,13 @@ func (c *child) stop() {
 		return
 	default:
 	}
+	start := time.Now()
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-c.done:
+		logf("%s stopped %.1fs after SIGTERM", c.name, time.Since(start).Seconds())
 	case <-time.After(15 * time.Second):
+		logf("%s still running 15s after SIGTERM: killed", c.name)
 		c.cmd.Process.Kill()
 		<-c.done
 	}
@@ -302,6 +305,17 @@ func (e *env) restartAPIServer() error {
 	return e.waitAPIServer()
 }
 
+// restartExtender stops devlet-extender and starts it again with `extra` flags added; it waits
+// until the restarted extender has synced.
+func (e *env) restartExtender(extra ...string) error {
+	logf("restarting devlet-extender with %v", extra)
+	e.extender.stop()
+	e.extender.args = append(e.extender.args, extra...)
+	e.extender.start()
+	return waitHTTP(&http.Client{Timeout: 2 * time.Second}, e.extURL+"/readyz", "",
+		60*time.Second, "restarted devlet-extender")
+}
+
 func (e *env) stopAll() {
 	for _, c := range []*child{e.scheduler, e.extender, e.apiserver} {
 		if c != nil {
@@ -431,6 +445,7 @@ func run(e *env, self, extenderPath, record, only string) int {
 		fail("etcd: %v", err)
 	}
 	defer etcd.Close()
+	defer e.stopAll() // before etcd closes (defers run last-in first-out)
 	select {
 	case <-etcd.Server.ReadyNotify():
 	case <-time.After(60 * time.Second):

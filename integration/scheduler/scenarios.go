@@ -28,10 +28,11 @@ import (
 )
 
 const (
-	driver    = "gpu.example.com"
-	className = "gpu.example.com"
-	extName   = "example.com/gpu"
-	ns        = "default"
+	driver     = "gpu.example.com"
+	fpgaDriver = "fpga.example.com" // its DeviceClass has the same name
+	className  = "gpu.example.com"
+	extName    = "example.com/gpu"
+	ns         = "default"
 )
 
 type scenario struct {
@@ -65,6 +66,7 @@ func runScenarios(ctx context.Context, e *env, only string) int {
 	if e.mode == "score" {
 		scenarios = []scenario{
 			{"score/binpack-through-prioritize", scoreBinpack},
+			{"score/spread-after-extender-restart", scoreSpread},
 		}
 	} else {
 		scenarios = []scenario{
@@ -120,7 +122,7 @@ func node(name string) *v1.Node {
 	}
 }
 
-func slice(nodeName string, models ...string) *resourceapi.ResourceSlice {
+func slice(nodeName, drv string, models ...string) *resourceapi.ResourceSlice {
 	var devices []resourceapi.Device
 	for i, model := range models {
 		numa := int64(i / 2)
@@ -133,9 +135,9 @@ func slice(nodeName string, models ...string) *resourceapi.ResourceSlice {
 		})
 	}
 	return &resourceapi.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-" + driver},
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-" + drv},
 		Spec: resourceapi.ResourceSliceSpec{
-			Driver:   driver,
+			Driver:   drv,
 			Pool:     resourceapi.ResourcePool{Name: nodeName, Generation: 1, ResourceSliceCount: 1},
 			NodeName: &nodeName,
 			Devices:  devices,
@@ -145,7 +147,11 @@ func slice(nodeName string, models ...string) *resourceapi.ResourceSlice {
 
 // claim asks for one device of the class, optionally restricted by a CEL selector.
 func claim(name, selector string) *resourceapi.ResourceClaim {
-	req := resourceapi.ExactDeviceRequest{DeviceClassName: className,
+	return claimOf(name, className, selector)
+}
+
+func claimOf(name, class, selector string) *resourceapi.ResourceClaim {
+	req := resourceapi.ExactDeviceRequest{DeviceClassName: class,
 		AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}
 	if selector != "" {
 		req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
@@ -179,7 +185,7 @@ func pod(name, claimName string, gpus int64) *v1.Pod {
 }
 
 func (t *tester) setupCluster(ctx context.Context) error {
-	for _, n := range []string{"node-a", "node-b"} {
+	for _, n := range []string{"node-a", "node-b", "node-c", "node-d"} {
 		if _, err := t.cs.CoreV1().Nodes().Create(ctx, node(n), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating Node %s: %w", n, err)
 		}
@@ -197,22 +203,35 @@ func (t *tester) setupCluster(ctx context.Context) error {
 		metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating DeviceClass: %w", err)
 	}
-	for _, s := range []*resourceapi.ResourceSlice{slice("node-a", "a100", "a100"),
-		slice("node-b", "a100", "a100", "a100", "h100")} {
+	fpga := &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: fpgaDriver},
+		Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+				Expression: `device.driver == "` + fpgaDriver + `"`}}},
+		},
+	}
+	if _, err := t.cs.ResourceV1().DeviceClasses().Create(ctx, fpga,
+		metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating DeviceClass: %w", err)
+	}
+	for _, s := range []*resourceapi.ResourceSlice{slice("node-a", driver, "a100", "a100"),
+		slice("node-b", driver, "a100", "a100", "a100", "h100"),
+		slice("node-c", fpgaDriver, "u55", "u55"),
+		slice("node-d", fpgaDriver, "u55", "u55", "u55", "u55")} {
 		if _, err := t.cs.ResourceV1().ResourceSlices().Create(ctx, s,
 			metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating ResourceSlice %s: %w", s.Name, err)
 		}
 	}
 	// Give the extender's and the scheduler's watches a moment to see the cluster.
-	return t.waitExtenderSees(ctx, 2)
+	return t.waitExtenderSees(ctx, 4)
 }
 
 // waitExtenderSees waits until the extender's filter passes `nodes` nodes for a pod without
 // claims: its watches have delivered the Nodes.
 func (t *tester) waitExtenderSees(ctx context.Context, nodes int) error {
 	body := `{"Pod":{"metadata":{"name":"probe","namespace":"default","uid":"probe"},` +
-		`"spec":{"containers":[{"name":"c","image":"x"}]}},"NodeNames":["node-a","node-b"]}`
+		`"spec":{"containers":[{"name":"c","image":"x"}]}},"NodeNames":["node-a","node-b","node-c","node-d"]}`
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
@@ -330,7 +349,12 @@ func (t *tester) checkNoDoubleAllocation(ctx context.Context) error {
 }
 
 func (t *tester) createClaimAndPod(ctx context.Context, claimName, selector, podName string) error {
-	if _, err := t.cs.ResourceV1().ResourceClaims(ns).Create(ctx, claim(claimName, selector),
+	return t.createClassClaimAndPod(ctx, className, claimName, selector, podName)
+}
+
+func (t *tester) createClassClaimAndPod(ctx context.Context, class, claimName, selector,
+	podName string) error {
+	if _, err := t.cs.ResourceV1().ResourceClaims(ns).Create(ctx, claimOf(claimName, class, selector),
 		metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating ResourceClaim %s: %w", claimName, err)
 	}
@@ -402,6 +426,50 @@ func scoreBinpack(ctx context.Context, t *tester) error {
 			t.e.proxy.count("bind"))
 	}
 	return nil
+}
+
+// scoreSpread: one FPGA pod goes to node-c (2 devices) under binpack; devlet-extender then
+// restarts with --policy spread (resyncing everything, allocations included, from the API
+// server), and the next FPGA pod goes to node-d (4 devices), although node-c still has a free one
+// and binpack would have chosen it: the scheduler follows the extender's preference.
+func scoreSpread(ctx context.Context, t *tester) error {
+	check := func(podName, want string) error {
+		if err := t.createClassClaimAndPod(ctx, fpgaDriver, podName+"-fpga", "", podName); err != nil {
+			return err
+		}
+		got, err := t.waitBound(ctx, podName, 90*time.Second)
+		if err != nil {
+			return err
+		}
+		logf("  Pod %s -> %s", podName, got)
+		if got != want {
+			return fmt.Errorf("Pod %s bound to %s, want %s", podName, got, want)
+		}
+		c, err := t.cs.ResourceV1().ResourceClaims(ns).Get(ctx, podName+"-fpga", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(10 * time.Second); c.Status.Allocation == nil &&
+			time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if c, err = t.cs.ResourceV1().ResourceClaims(ns).Get(ctx, podName+"-fpga",
+				metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		if devices := allocated(c); len(devices) != 1 ||
+			!strings.HasPrefix(devices[0], fpgaDriver+"/"+want+"/") {
+			return fmt.Errorf("ResourceClaim %s-fpga: allocation %v, want one device of %s", podName,
+				devices, want)
+		}
+		return nil
+	}
+	if err := check("fpga-binpack", "node-c"); err != nil {
+		return err
+	}
+	if err := t.e.restartExtender("--policy", "spread"); err != nil {
+		return err
+	}
+	return check("fpga-spread", "node-d")
 }
 
 // waitClaimAllocated waits for the in-tree plugin's allocation to be written (it is written before

@@ -118,6 +118,26 @@ TEST(ApiServerStoreTest, CreateGetUpdateStatusDelete) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST(ApiServerStoreTest, BindPodPostsABindingWithTheUidPrecondition) {
+  FakeApiServer server;
+  ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(FastConfig(server.url())));
+  ASSERT_OK(store->BindPod("ns", "p1", "pod-uid", "node-a"));
+  EXPECT_EQ(server.requests().back().method, "POST");
+  EXPECT_EQ(server.requests().back().path, "/api/v1/namespaces/ns/pods/p1/binding");
+  // The fake keeps what was posted under the binding's name: read the Binding back.
+  ASSERT_OK_AND_ASSIGN(RestResponse posted,
+                       store->client().Do({.path = "/api/v1/namespaces/ns/pods/p1/binding/p1"}));
+  const nlohmann::json binding = nlohmann::json::parse(posted.body);
+  EXPECT_EQ(binding["kind"], "Binding");
+  EXPECT_EQ(binding["target"]["kind"], "Node");
+  EXPECT_EQ(binding["target"]["name"], "node-a");
+  EXPECT_EQ(binding["metadata"]["namespace"], "ns");
+  // A refusal comes back as the error, naming the pod (the fake answers 409 AlreadyExists; a
+  // real API server answers an already bound pod with 409 Conflict, i.e. Aborted).
+  EXPECT_THAT(store->BindPod("ns", "p1", "pod-uid", "node-b"),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("Pod \"ns/p1\" binding")));
+}
+
 TEST(ApiServerStoreTest, MergePatchAndServerSideApply) {
   FakeApiServer server;
   ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(FastConfig(server.url())));

@@ -216,5 +216,29 @@ TEST(TopologyTest, VmdDomainThatHwlocSkipsIsFoundInSysfs) {
   EXPECT_EQ(nic->capacities.at("bandwidth").value, "25G");
 }
 
+TEST(TopologyTest, UnknownGpuModelGetsItsMemoryFromTheLargestPrefetchableBar) {
+  FakeSysfs fake;
+  ASSERT_OK(fake.AddDriver("amdgpu"));
+  FakePciDevice gpu{.address = "0000:c3:00.0", .parent = "pci0000:c0/0000:c0:01.1",
+                    .vendor_id = 0x1002, .device_id = 0x7551, .class_code = 0x030000,
+                    .driver = "amdgpu", .numa_node = 1, .iommu_group = 7,
+                    .prefetchable_bars = {256ull << 20, 16ull << 30}};
+  gpu.drm_nodes = {"card0", "renderD128"};
+  ASSERT_OK(fake.AddPciDevice(gpu));
+  auto discoverer = NewDiscoverer({.sysfs_root = fake.Root()});
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  ASSERT_EQ(inventory.gpus.size(), 1u);
+  EXPECT_EQ(inventory.gpus[0].memory_bytes, 16ull << 30);
+  ASSERT_OK_AND_ASSIGN(DeviceSet set, BuildDeviceSet(inventory, DefaultProfileConfig()));
+  ExpectStandardPciAttributes(set);
+  const DraDevice* published = set.Find("gpu-0");
+  ASSERT_NE(published, nullptr);
+  EXPECT_EQ(StringAttr(*published, "vendor"), "amd");
+  EXPECT_EQ(StringAttr(*published, "deviceID"), "0x7551");
+  EXPECT_EQ(StringAttr(*published, kAttrPcieRoot), "pci0000:c0");
+  EXPECT_EQ(IntAttr(*published, kAttrNumaNode), 1);
+  EXPECT_EQ(published->capacities.at("memory").value, "16Gi");
+}
+
 }  // namespace
 }  // namespace devlet::devices

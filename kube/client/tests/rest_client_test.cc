@@ -118,7 +118,7 @@ TEST(ApiServerStoreTest, CreateGetUpdateStatusDelete) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST(ApiServerStoreTest, BindPodPostsABindingWithTheUidPrecondition) {
+TEST(ApiServerStoreTest, BindPodPostsABinding) {
   FakeApiServer server;
   ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(FastConfig(server.url())));
   ASSERT_OK(store->BindPod("ns", "p1", "pod-uid", "node-a"));

@@ -414,7 +414,10 @@ absl::Status BuildNic(const Profile& profile, const Nic& nic, int index, DeviceS
 
 void BuildVfs(const Profile& profile, const Nic& pf, const std::vector<Nic>& nics, int index,
               DeviceSet& set) {
-  const int count = std::min(profile.num_vfs, pf.sriov_total_vfs);
+  int count = std::min(profile.num_vfs, pf.sriov_total_vfs);
+  // VFs someone else created are used as they are: sriov_numvfs cannot grow from a non-zero
+  // count without destroying them, so VFs beyond it could never be prepared.
+  if (pf.sriov_num_vfs > 0) count = std::min(count, pf.sriov_num_vfs);
   for (int j = 0; j < count; ++j) {
     DraDevice device;
     device.name = profile.name + "-" + std::to_string(index) + "-vf-" + std::to_string(j);

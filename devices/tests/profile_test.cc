@@ -202,6 +202,29 @@ TEST(ProfileTest, NamesStayStableWhenADeviceIsUnplugged) {
   EXPECT_EQ(fresh.Find("gpu-4")->pci_address, "0000:3b:00.0");
 }
 
+TEST(ProfileTest, VfDevicesFollowAnExistingVfCountAndTheDeviceLimit) {
+  FakeSysfs fake;
+  ASSERT_OK(AddGpuServer(fake));
+  auto discoverer =
+      NewDiscoverer({.sysfs_root = fake.Root(), .topology_xml = kData + "/dgx-2s-8gpu-2nic.xml"});
+  ASSERT_OK_AND_ASSIGN(
+      ProfileConfig config,
+      ParseProfileConfig("profiles:\n- {name: vf, kind: vf, numVFs: 32}\n"));  // PFs allow 8
+  ASSERT_OK_AND_ASSIGN(Inventory inventory, discoverer->Discover());
+  ASSERT_OK_AND_ASSIGN(DeviceSet set, BuildDeviceSet(inventory, config));
+  EXPECT_EQ(set.devices.size(), 16u);
+  EXPECT_EQ(set.Find("vf-0-vf-7")->preparation.sriov_num_vfs, 8);
+  EXPECT_EQ(set.Find("vf-0-vf-8"), nullptr);
+  // Someone created 2 VFs on the first PF: only those two can be handed out there.
+  ASSERT_OK(fake.WriteFile("bus/pci/devices/0000:1a:00.0/sriov_numvfs", "2"));
+  ASSERT_OK_AND_ASSIGN(inventory, discoverer->Discover());
+  ASSERT_OK_AND_ASSIGN(set, BuildDeviceSet(inventory, config));
+  EXPECT_EQ(set.devices.size(), 2u + 8u);
+  EXPECT_EQ(set.Find("vf-0-vf-1")->pci_address, "0000:1a:00.3");
+  EXPECT_EQ(set.Find("vf-0-vf-2"), nullptr);
+  EXPECT_EQ(set.Find("vf-1-vf-7")->preparation.sriov_num_vfs, 8);
+}
+
 TEST(ProfileTest, NicHeavyServerSkipsTheBmcAndNeedsLinkSpeedToShareBandwidth) {
   auto discoverer =
       NewDiscoverer({.topology_xml = kData + "/nic-1s-8port.xml", .use_sysfs = false});

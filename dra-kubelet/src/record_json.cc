@@ -93,6 +93,11 @@ nlohmann::ordered_json RecordToJson(const ClaimRecord& record) {
       attributes[name] = AttributeToJson(value);
     }
     d["attributes"] = std::move(attributes);
+    if (const auto& net = device.prepared.network_data) {
+      d["networkData"] = {{"interfaceName", net->interface_name},
+                          {"ips", net->ips},
+                          {"hardwareAddress", net->hardware_address}};
+    }
     d["cdiDeviceIDs"] = device.cdi_device_ids;
     devices.push_back(std::move(d));
   }
@@ -128,6 +133,13 @@ absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in) {
       device.prepared.edits = EditsFromJson(d.at("edits"));
       for (const auto& [name, value] : d.at("attributes").items()) {
         device.prepared.attributes[name] = AttributeFromJson(value);
+      }
+      if (d.contains("networkData")) {
+        const json& net = d["networkData"];
+        device.prepared.network_data =
+            NetworkData{net.value("interfaceName", ""),
+                        net.value("ips", std::vector<std::string>()),
+                        net.value("hardwareAddress", "")};
       }
       device.cdi_device_ids = d.at("cdiDeviceIDs").get<std::vector<std::string>>();
       record.devices.push_back(std::move(device));

@@ -8,6 +8,7 @@
 //   CdiWriter        writes transient CDI spec files (cdi/; JsonCdiWriter here)
 //   CheckpointStore  the crash-safe prepared-claim record (state/; FileCheckpointStore here)
 //   HealthSource     device health for the KEP-4680 stream
+//   ClaimStatusWriter  ResourceClaim status.devices (KEP-4817; kube/ API server or manifests)
 //
 // Implementations must be thread-safe: the plugin calls them from its worker threads.
 #pragma once
@@ -106,11 +107,23 @@ struct DevicePrepareRequest {
   DeviceConfig config;  // Merged class and claim configuration for this device.
 };
 
+// NetworkData is what a network device looks like once configured (ResourceClaim
+// status.devices[].networkData; also the KEP-5304 metadata's networkData).
+struct NetworkData {
+  std::string interface_name;          // <= 256 characters.
+  std::vector<std::string> ips;        // CIDR notation ("10.0.0.5/24"), <= 16 entries.
+  std::string hardware_address;        // MAC, <= 128 characters.
+
+  friend bool operator==(const NetworkData&, const NetworkData&) = default;
+};
+
 // PreparedDevice is what the backend did and what the container needs.
 struct PreparedDevice {
   ContainerEdits edits;
   // Attributes for the device-metadata file (KEP-5304), keyed by qualified name.
   std::map<std::string, AttributeValue> attributes;
+  // Network configuration, when the backend knows it at prepare time (NICs).
+  std::optional<NetworkData> network_data;
 };
 
 // DeviceUnprepareRequest asks the backend to release a device; it carries only what the
@@ -228,6 +241,44 @@ class HealthSource {
   virtual std::vector<DeviceHealth> HealthSnapshot() = 0;
   // SetHealthListener registers the change callback (replacing a previous one; empty clears it).
   virtual void SetHealthListener(std::function<void()> listener) = 0;
+};
+
+// ---- Claim status (KEP-4817) ------------------------------------------------------------------
+
+// DeviceCondition is one metav1.Condition of status.devices[].conditions.
+struct DeviceCondition {
+  std::string type;     // e.g. "Ready"
+  std::string status;   // "True", "False" or "Unknown"
+  std::string reason;   // CamelCase, required by the API server
+  std::string message;
+  std::int64_t last_transition_unix = 0;  // 0: now
+
+  friend bool operator==(const DeviceCondition&, const DeviceCondition&) = default;
+};
+
+// DeviceStatus is our driver's entry for one allocated device in status.devices.
+struct DeviceStatus {
+  std::string pool;
+  std::string device;
+  std::optional<std::string> share_id;
+  std::vector<DeviceCondition> conditions;  // <= 8, unique types
+  std::string data;                         // a JSON object (<= 10 KiB) or empty
+  std::optional<NetworkData> network_data;
+
+  friend bool operator==(const DeviceStatus&, const DeviceStatus&) = default;
+};
+
+// ClaimStatusWriter publishes our driver's entries of a ResourceClaim's status.devices. Entries
+// of other drivers are never touched.
+class ClaimStatusWriter {
+ public:
+  virtual ~ClaimStatusWriter() = default;
+
+  // SetDeviceStatus makes our driver's entries of the claim's status.devices exactly `devices`
+  // (empty: removes them). The claim's UID is a precondition: a re-created claim of the same
+  // name is not written (FailedPrecondition / Aborted). A claim that no longer exists is NotFound.
+  virtual absl::Status SetDeviceStatus(const ClaimRef& claim,
+                                       const std::vector<DeviceStatus>& devices) = 0;
 };
 
 }  // namespace devlet::dra_kubelet

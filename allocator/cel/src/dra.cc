@@ -23,6 +23,7 @@ struct SimpleDevice::OwnedAttribute {
   std::deque<Semver> element_versions;
   std::vector<Attribute> elements;
   std::deque<std::string> element_text;
+  bool invalid_version = false;
 };
 
 SimpleDevice::SimpleDevice(std::string driver) : driver_(std::move(driver)) {}
@@ -37,6 +38,7 @@ SimpleDevice::OwnedAttribute& SimpleDevice::Slot(std::string_view name) {
   }
   auto& ids = attributes_[std::string(domain)];
   auto& slot = ids[std::string(id)];
+  if (slot != nullptr && slot->invalid_version) --invalid_versions_;
   slot = std::make_unique<OwnedAttribute>();
   return *slot;
 }
@@ -66,6 +68,9 @@ void SimpleDevice::SetVersion(std::string_view name, std::string_view value) {
   if (absl::StatusOr<Semver> v = Semver::Parse(value); v.ok()) {
     a.version = *std::move(v);
     a.attr.version = &*a.version;
+  } else {
+    a.invalid_version = true;
+    ++invalid_versions_;
   }
 }
 void SimpleDevice::SetInts(std::string_view name, const std::vector<int64_t>& values) {
@@ -112,6 +117,9 @@ void SimpleDevice::SetVersions(std::string_view name, const std::vector<std::str
     if (absl::StatusOr<Semver> parsed = Semver::Parse(v); parsed.ok()) {
       a.element_versions.push_back(*std::move(parsed));
       e.version = &a.element_versions.back();
+    } else if (!a.invalid_version) {
+      a.invalid_version = true;
+      ++invalid_versions_;
     }
     a.elements.push_back(e);
   }
@@ -194,8 +202,61 @@ absl::StatusOr<Program> CompileSelector(std::string_view expression, const Selec
   return program;
 }
 
+namespace {
+
+// The error of one version text, or OK (pre-parsed versions are valid).
+absl::Status VersionError(std::string_view name, const Attribute& a) {
+  if (a.kind != Attribute::Kind::kVersion || a.version != nullptr) return absl::OkStatus();
+  absl::StatusOr<Semver> v = Semver::Parse(a.string_value);
+  if (v.ok()) return absl::OkStatus();
+  return devlet::InvalidArgument("attribute " + std::string(name) +
+                                 ": parse semantic version: " + devlet::Message(v.status()));
+}
+
+absl::Status AttributeError(std::string_view name, const Attribute& a) {
+  if (a.kind != Attribute::Kind::kList) return VersionError(name, a);
+  for (const Attribute& e : a.elements) DEVLET_RETURN_IF_ERROR(VersionError(name, e));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckAttributeConversion(const DeviceView& device) {
+  absl::Status status;
+  const std::string_view driver = device.driver();
+  device.ForEachAttributeDomain([&](std::string_view domain) {
+    if (!status.ok()) return;
+    device.ForEachAttribute(domain, [&](std::string_view id, const Attribute& a) {
+      if (!status.ok()) return;
+      if (a.kind == Attribute::Kind::kVersion || a.kind == Attribute::Kind::kList) {
+        status = AttributeError(domain == driver ? std::string(id)
+                                                 : std::string(domain) + "/" + std::string(id),
+                                a);
+      }
+    });
+  });
+  return status;
+}
+
+absl::Status DeviceView::AttributeConversionError() const { return CheckAttributeConversion(*this); }
+
+absl::Status SimpleDevice::AttributeConversionError() const {
+  if (invalid_versions_ == 0) return absl::OkStatus();
+  for (const auto& [domain, ids] : attributes_) {
+    for (const auto& [id, owned] : ids) {
+      // The name as it was set: unqualified for the driver's domain.
+      DEVLET_RETURN_IF_ERROR(AttributeError(domain == driver_ ? id : domain + "/" + id, owned->attr));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, const MatchOptions& options,
                            uint64_t* cost) {
+  if (absl::Status conversion = device.AttributeConversionError(); !conversion.ok()) {
+    if (cost != nullptr) *cost = 0;
+    return conversion;
+  }
   internal::ScratchArena scratch;
   internal::Ctx ctx(scratch.arena());
   ctx.device = &device;

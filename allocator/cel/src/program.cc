@@ -2188,6 +2188,14 @@ absl::StatusOr<Program> Environment::Compile(std::string_view expression) const 
 }
 
 EvalResult Program::Evaluate(const Activation& activation, const EvalOptions& options) const {
+  // As dra::Match: a device whose attributes Kubernetes cannot convert fails every selector.
+  if (activation.device() != nullptr) {
+    if (absl::Status s = activation.device()->AttributeConversionError(); !s.ok()) {
+      EvalResult result;
+      result.value = Value::Error(devlet::Message(s));
+      return result;
+    }
+  }
   internal::ScratchArena scratch;
   internal::Ctx ctx(scratch.arena());
   ctx.activation = &activation;

@@ -18,10 +18,9 @@
 // error); a missing name inside a domain is the runtime error "no such key: <name>"; unqualified
 // attribute and capacity names belong to the driver's domain.
 //
-// One deliberate difference: Kubernetes converts every attribute of a device before evaluating,
-// so one invalid `version` attribute fails every selector on that device; here a version is parsed
-// only when a selector reads it (the API server validates versions, so this needs hand-written
-// input). Validate slices up front if that upstream behaviour matters.
+// As in Kubernetes, which converts every attribute of a device before evaluating, one invalid
+// `version` attribute fails every selector on that device ("attribute cuda: parse semantic
+// version: ..."), also selectors that never read it (DeviceView::AttributeConversionError).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +33,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "devlet/cel/cel.h"
 #include "devlet/cel/quantity.h"
@@ -66,6 +66,13 @@ class DeviceView {
 
   virtual std::string_view driver() const = 0;
   virtual bool allow_multiple_allocations() const { return false; }
+
+  // The error Kubernetes reports for every selector on this device when one of its attributes
+  // cannot be converted for CEL (an invalid semantic version, also inside a version list):
+  // InvalidArgument "attribute <name>: parse semantic version: <why>", else OK. Match calls it
+  // before evaluating. The default scans the attributes with CheckAttributeConversion, parsing
+  // the versions that are not pre-parsed; views evaluated often should compute it once.
+  virtual absl::Status AttributeConversionError() const;
 
   // The attribute `id` of `domain` (unqualified names are in the driver's domain), or nullptr.
   virtual const Attribute* FindAttribute(std::string_view domain, std::string_view id) const = 0;
@@ -102,6 +109,9 @@ class SimpleDevice final : public DeviceView {
   absl::Status SetCapacity(std::string_view name, std::string_view quantity);
   void SetCapacity(std::string_view name, const Quantity& quantity);
   void set_allow_multiple_allocations(bool value) { allow_multiple_allocations_ = value; }
+  // Versions are parsed when set, so this is free unless one is invalid (then the first invalid
+  // one in name order is reported).
+  absl::Status AttributeConversionError() const override;
 
   std::string_view driver() const override { return driver_; }
   bool allow_multiple_allocations() const override { return allow_multiple_allocations_; }
@@ -119,6 +129,7 @@ class SimpleDevice final : public DeviceView {
   OwnedAttribute& Slot(std::string_view name);
   std::string driver_;
   bool allow_multiple_allocations_ = false;
+  int invalid_versions_ = 0;  // attributes holding a version that does not parse
   std::map<std::string, std::map<std::string, std::unique_ptr<OwnedAttribute>, std::less<>>,
            std::less<>>
       attributes_;
@@ -126,6 +137,12 @@ class SimpleDevice final : public DeviceView {
            std::less<>>
       capacity_;
 };
+
+// CheckAttributeConversion scans `device`'s attributes as Kubernetes converts them before an
+// evaluation: the first version (or version list element) that does not parse strictly makes
+// InvalidArgument "attribute <name>: parse semantic version: <why>", where <name> is the id for
+// the driver's own domain and "domain/id" otherwise. Versions with a pre-parsed Semver are valid.
+absl::Status CheckAttributeConversion(const DeviceView& device);
 
 // SelectorOptions chooses the DRA environment variant.
 struct SelectorOptions {
@@ -147,7 +164,8 @@ struct MatchOptions {
   const std::atomic<bool>* cancelled = nullptr;
 };
 
-// Match evaluates a compiled selector against a device. A runtime error ("no such key: model",
+// Match evaluates a compiled selector against a device. The device's AttributeConversionError,
+// if any, is the result for every selector (with runtime cost 0). A runtime error ("no such key: model",
 // "operation cancelled: actual cost limit exceeded", "CEL result of type list could not be
 // converted to bool") is an InvalidArgument Status (DeadlineExceeded/Cancelled for interruption);
 // for Kubernetes any error aborts allocation. `cost`, if given, receives the runtime cost.

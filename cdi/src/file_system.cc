@@ -184,9 +184,12 @@ absl::Status WriteFileAtomically(FileSystem& fs, const std::string& path, std::s
     return WithContext(status, "write " + Quote(path));
   };
   if (absl::Status s = fs.Write(fd, data, temp); !s.ok()) return fail(s, true);
-  if (absl::Status s = fs.Sync(fd, temp); !s.ok()) return fail(s, true);
+  if (options.sync) {
+    if (absl::Status s = fs.Sync(fd, temp); !s.ok()) return fail(s, true);
+  }
   if (absl::Status s = fs.Close(fd, temp); !s.ok()) return fail(s, false);
   if (absl::Status s = fs.Rename(temp, path); !s.ok()) return fail(s, false);
+  if (!options.sync) return absl::OkStatus();
   if (absl::Status s = fs.SyncDir(dir); !s.ok()) {
     // The new file is in place; only its durability across a power loss is in doubt.
     return WithContext(s, "write " + Quote(path));

@@ -69,7 +69,7 @@ absl::StatusOr<std::string> WriteSpec(const std::string& dir, std::string_view n
     return InvalidArgument(context + ": kind: class longer than 63 characters");
   }
   DEVLET_RETURN_IF_ERROR(WriteFileAtomically(Fs(options.fs), path, EncodeSpecJson(spec),
-                                             {.mode = options.mode}));
+                                             {.mode = options.mode, .sync = options.sync}));
   return path;
 }
 

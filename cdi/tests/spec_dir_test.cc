@@ -235,6 +235,40 @@ TEST_F(SpecDirTest, FailureAtEveryWriteStepLeavesOldOrNew) {
 namespace devlet::cdi {
 namespace {
 
+// sync=false (transient specs the writer regenerates) skips both fsyncs but keeps the rename:
+// a failure at any remaining step still leaves the old file or the new one.
+TEST_F(SpecDirTest, UnsyncedWriteSkipsFsyncsAndStaysAtomic) {
+  const std::string dir = root_.string();
+  const std::string name = TransientSpecName("k8s.devlet.dev", "claim", "u1");
+  Spec old_spec = ClaimSpec("u1");
+  Spec new_spec = ClaimSpec("u1");
+  new_spec.devices[0].container_edits.env = {"GPU=new"};
+  {
+    testing::FaultyFileSystem counting;
+    ASSERT_THAT(WriteSpec(dir, name, old_spec, {.fs = &counting}).status(), IsOk());
+    EXPECT_EQ(counting.syncs, 2);  // the file and the directory
+  }
+  for (int step = 0;; ++step) {
+    SCOPED_TRACE("step=" + std::to_string(step));
+    ASSERT_OK_AND_ASSIGN(std::string path, WriteSpec(dir, name, old_spec));
+    testing::FaultyFileSystem faulty;
+    faulty.fail_at = step;
+    faulty.crash = true;
+    const absl::Status status =
+        WriteSpec(dir, name, new_spec, {.fs = &faulty, .sync = false}).status();
+    EXPECT_EQ(faulty.syncs, 0);
+    ASSERT_OK_AND_ASSIGN(Spec on_disk, DecodeSpec(Read(path)));
+    if (status.ok()) {
+      EXPECT_EQ(on_disk.devices, new_spec.devices);
+    } else {
+      EXPECT_TRUE(on_disk.devices == old_spec.devices || on_disk.devices == new_spec.devices);
+    }
+    EXPECT_THAT(RemoveLeakedTempFiles(dir, "k8s.devlet.dev", "claim"), IsOk());
+    if (faulty.count <= step) break;
+    ASSERT_LT(step, 10);
+  }
+}
+
 TEST_F(SpecDirTest, RemoveStaleTransientSpecs) {
   const std::string dir = root_.string();
   for (const char* uid : {"a1", "b2", "c3"}) {

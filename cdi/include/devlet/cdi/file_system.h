@@ -71,6 +71,12 @@ struct AtomicWriteOptions {
   mode_t mode = 0644;        // mode of the new file
   mode_t dir_mode = 0755;    // mode of directories created for it
   bool create_dirs = true;   // create missing parent directories
+  // fsync the file before the rename and the directory after it. Without it the rename is still
+  // atomic for every reader and survives the writer's crash (kill -9: the page cache stays), but
+  // after a power loss or kernel crash the file may be missing, old, or empty. Only for derived
+  // files that a later step re-checks and rewrites (transient CDI specs regenerated from the
+  // checkpoint); the checkpoint itself is always synced.
+  bool sync = true;
 };
 
 // WriteFileAtomically replaces `path` with `data` (see the file comment). On error the previous

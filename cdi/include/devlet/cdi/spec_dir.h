@@ -46,6 +46,9 @@ struct WriteSpecOptions {
   bool fill_minimum_version = true;
   mode_t mode = 0644;
   FileSystem* fs = nullptr;  // nullptr: RealFileSystem()
+  // AtomicWriteOptions::sync: false skips the fsyncs (the rename stays atomic). For transient
+  // specs that the writer regenerates from its own durable record when they are missing or stale.
+  bool sync = true;
 };
 
 // WriteSpec validates `spec` (ValidateSpec, a version not older than MinimumRequiredVersion, and

@@ -29,6 +29,7 @@ class FaultyFileSystem final : public FileSystem {
   bool crash = false;  // after the failure, every step fails (the process "died")
   int count = 0;       // write-side steps seen so far
   bool dead = false;   // set once a crash happened
+  int syncs = 0;       // Sync and SyncDir calls that reached the real file system
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     return real().ReadFile(path);
@@ -48,6 +49,7 @@ class FaultyFileSystem final : public FileSystem {
   }
   absl::Status Sync(int fd, const std::string& path) override {
     DEVLET_RETURN_IF_ERROR(Step("fsync " + path));
+    ++syncs;
     return real().Sync(fd, path);
   }
   absl::Status Close(int fd, const std::string& path) override {
@@ -63,6 +65,7 @@ class FaultyFileSystem final : public FileSystem {
   }
   absl::Status SyncDir(const std::string& dir) override {
     DEVLET_RETURN_IF_ERROR(Step("fsync dir " + dir));
+    ++syncs;
     return real().SyncDir(dir);
   }
   absl::Status Remove(const std::string& path) override {

@@ -7,6 +7,7 @@
 
 #include "devlet/cdi/spec.h"
 #include "devlet/cdi/spec_dir.h"
+#include "devlet/common/files.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
 #include "devlet/kube/codec.h"
@@ -112,7 +113,7 @@ absl::StatusOr<ResourceClaim> ManifestClaimSource::GetClaim(const std::string& n
   std::sort(files.begin(), files.end());
   std::string errors;
   for (const std::string& path : files) {
-    DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, internal::ReadFileIfExists(path));
+    DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, ReadFileIfExists(path));
     if (!content) continue;
     kube::DecodeOptions options;
     options.source = path;

@@ -7,82 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <system_error>
 
 #include "devlet/common/status.h"
 
 namespace devlet::dra_kubelet::internal {
-namespace {
-
-absl::Status WriteAll(int fd, std::string_view content, const std::string& path) {
-  while (!content.empty()) {
-    ssize_t n = ::write(fd, content.data(), content.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "writing " + path);
-    }
-    content.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
-std::string TempSuffix() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000000);
-}
-
-}  // namespace
-
-absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode) {
-  const std::string temp = path + TempSuffix();
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoToStatus(errno, "creating " + temp);
-  absl::Status status = WriteAll(fd, content, temp);
-  if (status.ok() && ::fchmod(fd, mode) != 0) status = ErrnoToStatus(errno, "chmod " + temp);
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoToStatus(errno, "fsync " + temp);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoToStatus(errno, "closing " + temp);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoToStatus(errno, "renaming " + temp + " to " + path);
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoToStatus(errno, "opening directory " + dir);
-  int rc = ::fsync(dir_fd);
-  int saved = errno;
-  ::close(dir_fd);
-  if (rc != 0) return ErrnoToStatus(saved, "fsync directory " + dir);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::optional<std::string>> ReadFileIfExists(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return ErrnoToStatus(errno, "opening " + path);
-  }
-  std::string content;
-  char buffer[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int saved = errno;
-      ::close(fd);
-      return ErrnoToStatus(saved, "reading " + path);
-    }
-    if (n == 0) break;
-    content.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return std::optional<std::string>(std::move(content));
-}
-
 absl::Status MakeDirs(const std::string& path, mode_t mode) {
   std::error_code ec;
   std::filesystem::path p(path);

@@ -1,4 +1,4 @@
-// Private file helpers of dra-kubelet (the common/ module will own atomic writes eventually).
+// Private file helpers of dra-kubelet; atomic writes and reads live in devlet/common/files.h.
 #pragma once
 
 #include <sys/types.h>
@@ -13,13 +13,6 @@
 #include "absl/status/statusor.h"
 
 namespace devlet::dra_kubelet::internal {
-
-// WriteFileAtomic writes `content` to a temp file beside `path`, fsyncs it, renames it over
-// `path` and fsyncs the directory.
-absl::Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode);
-
-// ReadFileIfExists returns the content, nullopt when the file does not exist.
-absl::StatusOr<std::optional<std::string>> ReadFileIfExists(const std::string& path);
 
 // MakeDirs creates `path` and its parents with `mode` (existing directories are kept).
 absl::Status MakeDirs(const std::string& path, mode_t mode);

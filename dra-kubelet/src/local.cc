@@ -6,6 +6,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "devlet/common/files.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
 #include "files.h"
@@ -63,7 +64,7 @@ absl::StatusOr<ResourceClaim> FileClaimSource::GetClaim(const std::string& names
   std::string parse_errors;
   for (const std::string& file : ListJsonFiles(dir_)) {
     DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content,
-                            internal::ReadFileIfExists(file));
+                            ReadFileIfExists(file));
     if (!content) continue;
     json doc = json::parse(*content, nullptr, /*allow_exceptions=*/false);
     std::vector<std::string> items;
@@ -219,7 +220,7 @@ absl::Status JsonCdiWriter::WriteSpec(const std::string& file_name, const CdiSpe
     return InvalidArgument("CDI spec file name \"" + file_name + "\" must not contain '/'");
   }
   DEVLET_RETURN_IF_ERROR(internal::MakeDirs(root_, 0755));
-  return WithContext(internal::WriteFileAtomic(root_ + "/" + file_name, RenderSpec(spec), 0644),
+  return WithContext(WriteFileAtomically(root_ + "/" + file_name, RenderSpec(spec), 0644),
                      "writing CDI spec");
 }
 
@@ -240,7 +241,7 @@ FileCheckpointStore::FileCheckpointStore(std::string path) : path_(std::move(pat
 
 absl::StatusOr<std::map<std::string, ClaimRecord>> FileCheckpointStore::Load() {
   std::map<std::string, ClaimRecord> records;
-  DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, internal::ReadFileIfExists(path_));
+  DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, ReadFileIfExists(path_));
   if (!content) return records;
   const std::string what = "checkpoint " + path_;
   json doc = json::parse(*content, nullptr, /*allow_exceptions=*/false);
@@ -281,7 +282,7 @@ absl::Status FileCheckpointStore::Save(const std::map<std::string, ClaimRecord>&
   doc["data"] = std::move(data);
   std::string dir = path_.substr(0, path_.rfind('/'));
   if (!dir.empty() && dir != path_) DEVLET_RETURN_IF_ERROR(internal::MakeDirs(dir, 0750));
-  return WithContext(internal::WriteFileAtomic(path_, doc.dump() + "\n", 0600),
+  return WithContext(WriteFileAtomically(path_, doc.dump() + "\n", 0600),
                      "writing checkpoint");
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "devlet/common/log.h"
+#include "devlet/common/files.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
 #include "files.h"
@@ -203,7 +204,7 @@ absl::Status ClaimPreparer::WriteFiles(ClaimRecord& record) {
   for (const auto& [path, content] : files.metadata_files) {
     std::string dir = path.substr(0, path.rfind('/'));
     DEVLET_RETURN_IF_ERROR(internal::MakeDirs(dir, 0755));
-    DEVLET_RETURN_IF_ERROR(WithContext(internal::WriteFileAtomic(path, content, 0644),
+    DEVLET_RETURN_IF_ERROR(WithContext(WriteFileAtomically(path, content, 0644),
                                        "writing device metadata"));
   }
   for (const auto& [name, spec] : files.cdi_specs) {
@@ -221,7 +222,7 @@ absl::Status ClaimPreparer::EnsureFiles(const ClaimRecord& record) {
     if (internal::PathExists(path)) continue;
     std::string dir = path.substr(0, path.rfind('/'));
     DEVLET_RETURN_IF_ERROR(internal::MakeDirs(dir, 0755));
-    DEVLET_RETURN_IF_ERROR(WithContext(internal::WriteFileAtomic(path, content, 0644),
+    DEVLET_RETURN_IF_ERROR(WithContext(WriteFileAtomically(path, content, 0644),
                                        "rewriting device metadata"));
   }
   for (const auto& [name, spec] : files.cdi_specs) {

@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "devlet/cdi/codec.h"
 #include "devlet/cdi/spec_dir.h"
+#include "devlet/common/files.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/devices/device_nodes.h"
@@ -35,6 +38,9 @@ json ActionToJson(const devices::ActionRecord& r) {
             {"previousNumVfs", r.previous_num_vfs},
             {"numVfs", r.num_vfs},
             {"previousAutoprobe", r.previous_autoprobe},
+            {"holder", r.holder},
+            {"mdevType", r.mdev_type},
+            {"mdevUuid", r.mdev_uuid},
             {"env", r.env}};
   if (r.cleanup) j["cleanup"] = {{"argv", r.cleanup->argv}, {"timeoutMs", r.cleanup->timeout_ms}};
   return j;
@@ -50,6 +56,8 @@ absl::StatusOr<devices::ActionRecord> ActionFromJson(const json& j) {
       r.kind = devices::ActionKind::kSriovNumVfs;
     } else if (kind == "command") {
       r.kind = devices::ActionKind::kCommand;
+    } else if (kind == "mdev") {
+      r.kind = devices::ActionKind::kMdev;
     } else {
       return InvalidArgument("unknown action kind \"" + kind + "\"");
     }
@@ -60,6 +68,12 @@ absl::StatusOr<devices::ActionRecord> ActionFromJson(const json& j) {
     r.previous_num_vfs = j.value("previousNumVfs", 0);
     r.num_vfs = j.value("numVfs", 0);
     r.previous_autoprobe = j.value("previousAutoprobe", -1);
+    r.holder = j.value("holder", "");
+    r.mdev_type = j.value("mdevType", "");
+    r.mdev_uuid = j.value("mdevUuid", "");
+    if (r.kind == devices::ActionKind::kMdev && r.mdev_uuid.empty()) {
+      return InvalidArgument("mdev action record for " + r.device + " has no mdevUuid");
+    }
     r.env = j.value("env", std::map<std::string, std::string>());
     if (j.contains("cleanup")) {
       devices::CommandLine cleanup;
@@ -76,30 +90,14 @@ absl::StatusOr<devices::ActionRecord> ActionFromJson(const json& j) {
 absl::Status WriteJournal(const std::string& path, const std::vector<devices::ActionRecord>& records) {
   json list = json::array();
   for (const devices::ActionRecord& r : records) list.push_back(ActionToJson(r));
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << list.dump() << "\n";
-    out.flush();
-    if (!out) return Internal("cannot write preparation journal " + tmp);
-  }
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return ErrnoToStatus(errno, "renaming preparation journal " + tmp);
-  }
-  return absl::OkStatus();
+  return WithContext(WriteFileAtomically(path, list.dump() + "\n", 0600),
+                     "write preparation journal");
 }
 
 absl::StatusOr<std::vector<devices::ActionRecord>> ReadJournal(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::vector<devices::ActionRecord>();
-  std::stringstream text;
-  text << in.rdbuf();
-  json list = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadFileIfExists(path));
+  if (!text) return std::vector<devices::ActionRecord>();
+  json list = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!list.is_array()) return absl::DataLossError("preparation journal " + path + " is not a JSON list");
   std::vector<devices::ActionRecord> records;
   for (const json& j : list) {
@@ -213,7 +211,9 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     device.preparation.bind_vfio = true;
   }
   const devices::Preparation& prep = device.preparation;
-  bool has_actions = prep.bind_vfio || prep.sriov_num_vfs > 0 || prep.init.has_value();
+  bool has_actions = prep.bind_vfio || prep.sriov_num_vfs > 0 || prep.init.has_value() ||
+                     !prep.mdev_type.empty();
+  std::vector<devices::ActionRecord> done;
   if (has_actions && !request.admin_access) {
     if (preparer_ == nullptr) {
       return FailedPrecondition("device " + request.device +
@@ -223,7 +223,7 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     std::error_code ec;
     fs::create_directories(options_.journal_dir, ec);
     const std::string path = JournalPath(request.claim.uid, request.device);
-    DEVLET_ASSIGN_OR_RETURN(std::vector<devices::ActionRecord> done, ReadJournal(path));
+    DEVLET_ASSIGN_OR_RETURN(done, ReadJournal(path));
     if (done.empty()) {
       std::vector<devices::ActionRecord> journal;
       devices::Preparer preparer(
@@ -247,6 +247,7 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
         return WithContext(records.status(), "preparing device " + request.device);
       }
       DEVLET_RETURN_IF_ERROR(WriteJournal(path, *records));
+      done = *std::move(records);
     }
   }
   dra_kubelet::PreparedDevice out;
@@ -261,7 +262,10 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
       if (vf.ok()) pci = *vf;
     }
   }
-  if (!pci.empty() && options_.sysfs != nullptr) {
+  const bool mdev = std::any_of(done.begin(), done.end(), [](const devices::ActionRecord& r) {
+    return r.kind == devices::ActionKind::kMdev && !r.mdev_uuid.empty();
+  });
+  if (!pci.empty() && options_.sysfs != nullptr && !mdev) {
     absl::StatusOr<devices::DeviceNodeSet> nodes =
         devices::DeviceNodesFor(*options_.sysfs, pci, options_.preparer.procfs);
     if (!nodes.ok()) {
@@ -271,6 +275,22 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     for (const std::string& node : nodes->shared_nodes) out.edits.device_nodes.push_back({node, "", ""});
     if (pci != device.pci_address && devices::IsValidPciBusId(pci)) {
       device.attributes[std::string(devices::kAttrPciBusId)] = pci;
+    }
+  }
+  // A mediated device: the VMM opens it by UUID (KubeVirt prefers mdevUUID to pciBusID, so the
+  // parent's pciBusID must not be offered as if it were passed through) through its own vfio
+  // group when the kernel shows one.
+  for (const devices::ActionRecord& record : done) {
+    if (record.kind != devices::ActionKind::kMdev || record.mdev_uuid.empty()) continue;
+    device.attributes[std::string(kMdevUuidAttribute)] = record.mdev_uuid;
+    device.attributes.erase(std::string(devices::kAttrPciBusId));
+    if (options_.sysfs != nullptr) {
+      absl::StatusOr<std::string> group =
+          options_.sysfs->ReadLink("bus/mdev/devices/" + record.mdev_uuid + "/iommu_group");
+      if (group.ok()) {
+        out.edits.device_nodes.push_back({"/dev/vfio/" + fs::path(*group).filename().string(), "", ""});
+        out.edits.device_nodes.push_back({"/dev/vfio/vfio", "", ""});
+      }
     }
   }
   for (const auto& [name, value] : device.attributes) {
@@ -302,8 +322,90 @@ absl::Status DevicesBackend::Unprepare(const dra_kubelet::DeviceUnprepareRequest
 
 // ---- CheckpointClaimsView -------------------------------------------------------------------------
 
-CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root)
-    : store_(store), cdi_root_(std::move(cdi_root)) {}
+absl::StatusOr<std::int64_t> ParseQuantityValue(std::string_view text, std::int64_t scale) {
+  static const std::map<std::string, long double, std::less<>> kSuffixes = {
+      {"", 1},         {"m", 1e-3},        {"k", 1e3},          {"M", 1e6},
+      {"G", 1e9},      {"T", 1e12},        {"P", 1e15},         {"E", 1e18},
+      {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
+      {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}};
+  size_t end = 0;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
+                               text[end] == '.' || (end == 0 && text[end] == '+'))) {
+    ++end;
+  }
+  std::string number(text.substr(0, end));
+  std::string_view suffix = text.substr(end);
+  long double multiplier = 1;
+  if (!suffix.empty() && (suffix[0] == 'e' || suffix[0] == 'E') && suffix.size() > 1) {
+    try {
+      multiplier = std::pow(10.0L, std::stoi(std::string(suffix.substr(1))));
+    } catch (const std::exception&) {
+      return InvalidArgument("quantity \"" + std::string(text) + "\" has a bad exponent");
+    }
+  } else {
+    auto it = kSuffixes.find(suffix);
+    if (it == kSuffixes.end()) {
+      return InvalidArgument("quantity \"" + std::string(text) + "\" has an unknown suffix");
+    }
+    multiplier = it->second;
+  }
+  if (number.empty() || number == "+" || number == ".") {
+    return InvalidArgument("quantity \"" + std::string(text) + "\" is not a number");
+  }
+  long double value = std::strtold(number.c_str(), nullptr) * multiplier * scale;
+  if (value > 9.2e18L) return InvalidArgument("quantity \"" + std::string(text) + "\" is too large");
+  return static_cast<std::int64_t>(std::ceil(value - 1e-9L));
+}
+
+CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root,
+                                           kube::ObjectStore* claims)
+    : store_(store), cdi_root_(std::move(cdi_root)), claims_(claims) {}
+
+std::optional<CheckpointClaimsView::CpuAllocation> CheckpointClaimsView::CpuAllocationOf(
+    const state::PreparedClaim& claim) const {
+  std::set<std::pair<std::string, std::string>> cpu_devices;  // (pool, device)
+  for (const state::PreparedDevice& device : claim.devices) {
+    auto type = device.attributes.find("type");
+    if (type != device.attributes.end() && type->second == "cpu") {
+      cpu_devices.insert({device.pool, device.device});
+    }
+  }
+  if (cpu_devices.empty() || claims_ == nullptr) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(claim.uid);
+    if (it != cache_.end()) return it->second;
+  }
+  absl::StatusOr<kube::ResourceClaim> object =
+      kube::GetAs<kube::ResourceClaim>(*claims_, claim.namespace_name, claim.name);
+  if (!object.ok() || object->metadata.uid != claim.uid || !object->status.allocation) {
+    log::Logger().V(1).Info("No allocation to read DRA-allocated CPUs from", "claim",
+                            claim.namespace_name + "/" + claim.name);
+    return std::nullopt;
+  }
+  CpuAllocation out;
+  for (const kube::DeviceRequestAllocationResult& result :
+       object->status.allocation->devices.results) {
+    if (!cpu_devices.contains({result.pool, result.device})) continue;
+    for (const auto& [name, quantity] : result.consumed_capacity) {
+      std::string_view base = name;
+      if (auto slash = base.rfind('/'); slash != std::string_view::npos) base = base.substr(slash + 1);
+      if (base != "cpus" && base != "memory") continue;
+      absl::StatusOr<std::int64_t> value =
+          ParseQuantityValue(quantity.str(), base == "cpus" ? 1000 : 1);
+      if (!value.ok()) {
+        log::Logger().Error(value.status(), "Ignoring consumed capacity", "claim",
+                            claim.namespace_name + "/" + claim.name, "capacity", name);
+        continue;
+      }
+      std::optional<std::int64_t>& sum = base == "cpus" ? out.cpu_millis : out.memory_bytes;
+      sum = sum.value_or(0) + *value;
+    }
+  }
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  cache_[claim.uid] = out;
+  return out;
+}
 
 std::vector<nri::PreparedClaim> CheckpointClaimsView::ClaimsForPod(std::string_view pod_uid) const {
   std::vector<nri::PreparedClaim> out;
@@ -328,6 +430,10 @@ std::vector<nri::PreparedClaim> CheckpointClaimsView::ClaimsForPod(std::string_v
     p.uid = claim.uid;
     p.namespace_name = claim.namespace_name;
     p.name = claim.name;
+    if (std::optional<CpuAllocation> cpu = CpuAllocationOf(claim)) {
+      p.cpu_millis = cpu->cpu_millis;
+      p.memory_limit_bytes = cpu->memory_bytes;
+    }
     for (const state::PreparedDevice& device : claim.devices) {
       nri::PreparedDevice d;
       d.request = device.requests.empty() ? "" : device.requests.front();

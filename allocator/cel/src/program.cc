@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ast.h"
+#include "estimate.h"
 #include "utf8.h"
 #include "devlet/cel/dra.h"
 #include "devlet/common/status.h"
@@ -760,6 +761,21 @@ class Planner {
       : source_(source), options_(options), program_(program) {}
 
   Planned Plan(const Expr& e) {
+    Planned p = PlanKind(e);
+    checked_.types[&e] = p.type;  // for the cel-go cost estimate (estimate.cc)
+    return p;
+  }
+
+  const std::string& errors() const { return errors_; }
+  const CheckedInfo& checked() const { return checked_; }
+  uint32_t max_slots() const { return max_slots_; }
+
+ private:
+  void Error(int32_t offset, std::string_view message) {
+    if (!errors_.empty()) errors_ += "\n";
+    errors_ += FormatError(source_, offset, message);
+  }
+  Planned PlanKind(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kConst: return PlanConst(e);
       case Expr::Kind::kIdent: return PlanIdent(e);
@@ -776,14 +792,6 @@ class Planner {
     return Dummy(e);
   }
 
-  const std::string& errors() const { return errors_; }
-  uint32_t max_slots() const { return max_slots_; }
-
- private:
-  void Error(int32_t offset, std::string_view message) {
-    if (!errors_.empty()) errors_ += "\n";
-    errors_ += FormatError(source_, offset, message);
-  }
   Planned Dummy(const Expr& e) {
     Planned p;
     p.node = std::make_unique<ConstNode>(e.offset, Val(), 0);
@@ -1117,6 +1125,7 @@ class Planner {
         std::string root = parts[0];
         if (!root.empty() && root[0] == '.') root = root.substr(1);
         if (FindDeclared(root) == nullptr && FindFunction(qualified, false, options_.libraries)) {
+          checked_.global_calls[&e] = qualified;
           return PlanFunction(e, qualified, /*member=*/false, nullptr);
         }
       }
@@ -2061,6 +2070,7 @@ class Planner {
   const EnvironmentOptions& options_;
   ProgramImpl& program_;
   std::string errors_;
+  CheckedInfo checked_;
   std::vector<ScopeVar> scope_;
   const Expr* exempt_literal_ = nullptr;  // the list literal argument of format()
   std::vector<Type> exempt_types_;        // its element types
@@ -2152,7 +2162,11 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
   program->result_type = root.type;
   program->require_bool = options.require_bool_result;
   program->strict_format = options.strings_v2_format;
-  program->cost = CostEstimate{root.cost_min, root.cost_max};
+  bool dra_sizes = false;
+  for (const auto& [name, type] : options.variables) {
+    dra_sizes = dra_sizes || (name == "device" && type.kind() == Type::Kind::kDraDevice);
+  }
+  program->cost = EstimateCost(*parsed.expr, planner.checked(), dra_sizes);
   program->root = std::move(root.node);
   program->num_slots = planner.max_slots();
   return std::shared_ptr<const ProgramImpl>(std::move(program));

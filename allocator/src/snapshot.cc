@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,9 +22,47 @@ namespace devlet::allocator {
 
 namespace {
 
+// A key looked up by its three parts, without building the "driver/pool/device" text.
+struct KeyParts {
+  std::string_view driver, pool, device;
+};
+
+// FNV-1a over the key text; KeyParts hash as the text they spell.
+struct KeyHash {
+  using is_transparent = void;
+  static uint64_t Mix(uint64_t h, std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+    return h;
+  }
+  size_t operator()(std::string_view text) const { return Mix(14695981039346656037ULL, text); }
+  size_t operator()(const std::string& text) const { return (*this)(std::string_view(text)); }
+  size_t operator()(const KeyParts& k) const {
+    uint64_t h = Mix(14695981039346656037ULL, k.driver);
+    h = Mix(h, "/");
+    h = Mix(h, k.pool);
+    h = Mix(h, "/");
+    return Mix(h, k.device);
+  }
+};
+
+struct KeyEqual {
+  using is_transparent = void;
+  bool operator()(const std::string& a, const std::string& b) const { return a == b; }
+  bool operator()(const KeyParts& k, const std::string& text) const {
+    const size_t n = k.driver.size() + k.pool.size() + k.device.size() + 2;
+    if (text.size() != n) return false;
+    std::string_view t = text;
+    return t.substr(0, k.driver.size()) == k.driver && t[k.driver.size()] == '/' &&
+           t.substr(k.driver.size() + 1, k.pool.size()) == k.pool &&
+           t[k.driver.size() + 1 + k.pool.size()] == '/' &&
+           t.substr(n - k.device.size()) == k.device;
+  }
+  bool operator()(const std::string& text, const KeyParts& k) const { return (*this)(k, text); }
+};
+
 struct KeyTable {
   std::shared_mutex mu;
-  std::unordered_map<std::string, KeyId> ids;
+  std::unordered_map<std::string, KeyId, KeyHash, KeyEqual> ids;
 };
 
 KeyTable& Keys() {
@@ -50,13 +89,13 @@ std::pair<std::string_view, std::string_view> SplitName(std::string_view name,
 }  // namespace
 
 KeyId InternDeviceKey(std::string_view driver, std::string_view pool, std::string_view device) {
-  std::string key = KeyText(driver, pool, device);
   KeyTable& t = Keys();
   {
     std::shared_lock lock(t.mu);
-    auto it = t.ids.find(key);
+    auto it = t.ids.find(KeyParts{driver, pool, device});
     if (it != t.ids.end()) return it->second;
   }
+  std::string key = KeyText(driver, pool, device);
   std::unique_lock lock(t.mu);
   auto [it, inserted] = t.ids.emplace(std::move(key), static_cast<KeyId>(t.ids.size()));
   return it->second;
@@ -65,7 +104,7 @@ KeyId InternDeviceKey(std::string_view driver, std::string_view pool, std::strin
 KeyId FindDeviceKey(std::string_view driver, std::string_view pool, std::string_view device) {
   KeyTable& t = Keys();
   std::shared_lock lock(t.mu);
-  auto it = t.ids.find(KeyText(driver, pool, device));
+  auto it = t.ids.find(KeyParts{driver, pool, device});
   return it == t.ids.end() ? UINT32_MAX : it->second;
 }
 
@@ -368,6 +407,7 @@ absl::StatusOr<std::shared_ptr<const CompiledSlice>> CompileSlice(
   for (size_t i = 0; i < out->devices.size(); ++i) {
     out->devices[i].source = &out->slice.spec.devices[i];
     out->devices[i].driver_name = out->driver;
+    out->devices[i].conversion_error = cel::dra::CheckAttributeConversion(out->devices[i]);
   }
   return std::shared_ptr<const CompiledSlice>(std::move(out));
 }
@@ -474,6 +514,27 @@ absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::ViewFor(
   if (list.size() >= 4) list.erase(list.begin());  // labels changed: keep a few versions
   list.push_back(CachedView{node.metadata.labels, view});
   return view;
+}
+
+void SnapshotImpl::AdoptViews(const SnapshotImpl& old, const std::set<std::string>& nodes,
+                              const std::set<std::string>& pools) {
+  std::shared_lock old_lock(old.views_mu_);
+  std::unique_lock lock(views_mu_);
+  for (const auto& [name, list] : old.views_) {
+    if (nodes.count(name) != 0) continue;
+    std::vector<CachedView> kept;
+    for (const CachedView& v : list) {
+      bool touched = false;
+      for (const std::string& key : v.view->pool_keys) {
+        if (pools.count(key) != 0) {
+          touched = true;
+          break;
+        }
+      }
+      if (!touched) kept.push_back(v);
+    }
+    if (!kept.empty()) views_.emplace(name, std::move(kept));
+  }
 }
 
 namespace {
@@ -659,6 +720,13 @@ absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::BuildView(
   }
 
   auto view = std::make_shared<NodeView>();
+  view->pool_keys.reserve(pools.size());
+  for (const auto& [id, list] : pools) {
+    std::string key(id.first);
+    key.push_back('\0');
+    key += id.second;
+    view->pool_keys.push_back(std::move(key));
+  }
   std::vector<PoolView> with_binding;
   for (auto& [id, list] : pools) {
     PoolView pool;
@@ -764,43 +832,108 @@ std::shared_ptr<SnapshotImpl> CopyImpl(const SnapshotImpl& old) {
 
 }  // namespace
 
+// ---- SnapshotChanges -------------------------------------------------------------------------
+
+SnapshotChanges::SnapshotChanges(const Snapshot& base)
+    : features_(base.features()), rules_(base.impl().rules) {}
+SnapshotChanges::~SnapshotChanges() = default;
+SnapshotChanges::SnapshotChanges(SnapshotChanges&&) noexcept = default;
+SnapshotChanges& SnapshotChanges::operator=(SnapshotChanges&&) noexcept = default;
+
+absl::Status SnapshotChanges::SetSlice(kube::ResourceSlice slice) {
+  std::string name = slice.metadata.name;
+  DEVLET_ASSIGN_OR_RETURN(auto compiled, CompileSlice(std::move(slice), rules_, features_));
+  slices_.insert_or_assign(std::move(name), std::move(compiled));
+  return absl::OkStatus();
+}
+
+void SnapshotChanges::RemoveSlice(std::string_view name) {
+  slices_.insert_or_assign(std::string(name), nullptr);
+}
+
+void SnapshotChanges::SetClass(kube::DeviceClass device_class) {
+  auto entry = std::make_shared<ClassEntry>();
+  std::string name = device_class.metadata.name;
+  entry->object = std::move(device_class);
+  classes_.insert_or_assign(std::move(name), std::move(entry));
+}
+
+void SnapshotChanges::RemoveClass(std::string_view name) {
+  classes_.insert_or_assign(std::string(name), nullptr);
+}
+
+std::shared_ptr<const Snapshot> Snapshot::With(SnapshotChanges changes) const {
+  auto impl = CopyImpl(*impl_);
+  // Which cached node views the changes can touch: those of the nodes named by a changed slice
+  // (old or new version), of the pools it belongs to, or every view for a slice without a node
+  // name (it may be visible to any node). Classes do not enter views.
+  std::set<std::string> nodes;
+  std::set<std::string> pools;
+  bool all_views = false;
+  auto touch = [&](const CompiledSlice& s) {
+    const auto& node_name = s.slice.spec.node_name;
+    if (node_name && !node_name->empty()) {
+      nodes.insert(*node_name);
+    } else {
+      all_views = true;
+    }
+    std::string key = s.driver;
+    key.push_back('\0');
+    key += s.pool;
+    pools.insert(std::move(key));
+  };
+  for (auto& [name, compiled] : changes.slices_) {
+    auto it = impl->slices.find(name);
+    if (it != impl->slices.end()) touch(*it->second);
+    if (compiled) {
+      touch(*compiled);
+      if (it != impl->slices.end()) {
+        it->second = std::move(compiled);
+      } else {
+        impl->slices.emplace(name, std::move(compiled));
+      }
+    } else if (it != impl->slices.end()) {
+      impl->slices.erase(it);
+    }
+  }
+  for (auto& [name, entry] : changes.classes_) {
+    if (entry) {
+      impl->classes.insert_or_assign(name, std::move(entry));
+    } else if (auto it = impl->classes.find(name); it != impl->classes.end()) {
+      impl->classes.erase(it);
+    }
+  }
+  impl->Reindex();
+  if (!all_views) impl->AdoptViews(*impl_, nodes, pools);
+  return std::make_shared<const Snapshot>(std::move(impl));
+}
+
 absl::StatusOr<std::shared_ptr<const Snapshot>> Snapshot::WithSlice(
     kube::ResourceSlice slice) const {
-  auto impl = CopyImpl(*impl_);
-  std::string name = slice.metadata.name;
-  DEVLET_ASSIGN_OR_RETURN(auto compiled, CompileSlice(std::move(slice), impl->rules, impl->features));
-  impl->slices[name] = std::move(compiled);
-  impl->Reindex();
-  return std::make_shared<const Snapshot>(std::move(impl));
+  SnapshotChanges changes(*this);
+  DEVLET_RETURN_IF_ERROR(changes.SetSlice(std::move(slice)));
+  return With(std::move(changes));
 }
 
 absl::StatusOr<std::shared_ptr<const Snapshot>> Snapshot::WithoutSlice(
     std::string_view name) const {
-  auto impl = CopyImpl(*impl_);
-  auto it = impl->slices.find(name);
-  if (it != impl->slices.end()) impl->slices.erase(it);
-  impl->Reindex();
-  return std::make_shared<const Snapshot>(std::move(impl));
+  SnapshotChanges changes(*this);
+  changes.RemoveSlice(name);
+  return With(std::move(changes));
 }
 
 absl::StatusOr<std::shared_ptr<const Snapshot>> Snapshot::WithClass(
     kube::DeviceClass device_class) const {
-  auto impl = CopyImpl(*impl_);
-  auto entry = std::make_shared<ClassEntry>();
-  std::string name = device_class.metadata.name;
-  entry->object = std::move(device_class);
-  impl->classes[name] = std::move(entry);
-  impl->Reindex();
-  return std::make_shared<const Snapshot>(std::move(impl));
+  SnapshotChanges changes(*this);
+  changes.SetClass(std::move(device_class));
+  return With(std::move(changes));
 }
 
 absl::StatusOr<std::shared_ptr<const Snapshot>> Snapshot::WithoutClass(
     std::string_view name) const {
-  auto impl = CopyImpl(*impl_);
-  auto it = impl->classes.find(name);
-  if (it != impl->classes.end()) impl->classes.erase(it);
-  impl->Reindex();
-  return std::make_shared<const Snapshot>(std::move(impl));
+  SnapshotChanges changes(*this);
+  changes.RemoveClass(name);
+  return With(std::move(changes));
 }
 
 absl::StatusOr<std::shared_ptr<const Snapshot>> Snapshot::WithTaintRules(

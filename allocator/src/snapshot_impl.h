@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -96,12 +97,17 @@ class CompiledDevice final : public cel::dra::DeviceView {
   // Every capacity accepts its default (or full) consumption on an otherwise unused device: the
   // capacity check is trivially true for requests without capacity requests (fast path).
   bool static_fit = true;
+  // Kubernetes converts every attribute before it evaluates a selector, and an invalid version
+  // fails every selector on the device: computed once when the slice is compiled, not per
+  // evaluation (the default AttributeConversionError scans and parses the attributes each time).
+  absl::Status conversion_error;
 
   const CompiledAttribute* Lookup(std::string_view domain, std::string_view id) const;
   const CompiledCapacity* LookupCapacity(std::string_view name) const;  // exact written name
 
   // cel::dra::DeviceView
   std::string_view driver() const override { return driver_name; }
+  absl::Status AttributeConversionError() const override { return conversion_error; }
   bool allow_multiple_allocations() const override { return allow_multiple; }
   const cel::dra::Attribute* FindAttribute(std::string_view domain,
                                            std::string_view id) const override;
@@ -205,6 +211,9 @@ struct PoolView {
 
 struct NodeView {
   std::vector<PoolView> pools;  // in allocation order
+  // driver + '\0' + pool of every pool the view looked at, including obsolete ones it left out:
+  // a change to any of them (or to the node's own or node-less slices) invalidates the view.
+  std::vector<std::string> pool_keys;
 };
 
 // ---- The snapshot --------------------------------------------------------------------------
@@ -229,6 +238,12 @@ class SnapshotImpl {
 
   void Reindex();
   absl::StatusOr<std::shared_ptr<const NodeView>> ViewFor(const kube::Node& node) const;
+  // AdoptViews copies `old`'s cached views of nodes not in `nodes` whose pools are not in
+  // `pools` (call after Reindex, when the slices that changed between `old` and this snapshot
+  // all have a spec.nodeName in `nodes` and a pool in `pools`). The views point at slices both
+  // snapshots share.
+  void AdoptViews(const SnapshotImpl& old, const std::set<std::string>& nodes,
+                  const std::set<std::string>& pools);
 
  private:
   absl::StatusOr<std::shared_ptr<const NodeView>> BuildView(const kube::Node& node) const;

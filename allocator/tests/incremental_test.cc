@@ -1,5 +1,6 @@
 // Snapshot updates, allocated-state bookkeeping and concurrent Allocate calls.
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <variant>
@@ -153,6 +154,127 @@ spec:
   ASSERT_TRUE(untainted.ok());
   EXPECT_EQ(Allocate(**untainted, Node("node-1"), {&claim}, state).kind,
             AllocateOutcome::Kind::kAllocated);
+}
+
+kube::ResourceSlice PoolSlice(const std::string& name, const std::string& node,
+                              const std::string& pool, int generation, int count = 1) {
+  return Decode<kube::ResourceSlice>(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: )" + name + R"(}
+spec:
+  driver: gpu.example.com
+  nodeName: )" + node + R"(
+  pool: {name: )" + pool + ", generation: " + std::to_string(generation) +
+                                     ", resourceSliceCount: " + std::to_string(count) + R"(}
+  devices:
+  - name: )" + name + "-gpu\n");
+}
+
+TEST(IncrementalTest, ChangesApplyTogether) {
+  auto snap = Snapshot::Build(Features{}, {}, {Slice("node-1", 1)});
+  ASSERT_TRUE(snap.ok());
+  SnapshotChanges changes(**snap);
+  EXPECT_TRUE(changes.empty());
+  ASSERT_TRUE(changes.SetSlice(Slice("node-2", 1)).ok());
+  ASSERT_TRUE(changes.SetSlice(Slice("node-3", 1)).ok());
+  ASSERT_TRUE(changes.SetSlice(Slice("node-1", 3)).ok());  // replaces the snapshot's
+  changes.RemoveSlice("node-3-gpu");                        // the later change wins
+  changes.SetClass(Class());
+  // A slice that does not compile is reported and leaves the changes as they were.
+  kube::ResourceSlice bad = Slice("node-4", 1);
+  bad.spec.devices[0].attributes["x"] = kube::DeviceAttribute();  // no value set
+  EXPECT_FALSE(changes.SetSlice(bad).ok());
+  EXPECT_EQ(changes.size(), 4u);  // node-1, node-2, node-3 slices; the class
+
+  std::shared_ptr<const Snapshot> next = (*snap)->With(std::move(changes));
+  EXPECT_EQ(next->num_slices(), 2u);
+  EXPECT_EQ(next->num_devices(), 4u);
+  EXPECT_EQ(next->NodeNames(), (std::vector<std::string>{"node-1", "node-2"}));
+  kube::ResourceClaim three = Claim(3);
+  AllocatedState state;
+  EXPECT_EQ(Allocate(*next, Node("node-1"), {&three}, state).kind,
+            AllocateOutcome::Kind::kAllocated);
+  // The base snapshot is unchanged (and has no class).
+  EXPECT_EQ((*snap)->num_slices(), 1u);
+  EXPECT_EQ(Allocate(**snap, Node("node-1"), {&three}, state).kind,
+            AllocateOutcome::Kind::kError);
+}
+
+// With keeps the cached node views the changes cannot touch and rebuilds the others: after every
+// change, each node allocates exactly as on a snapshot built from scratch. The changes reach
+// views through the node's own slices, other nodes' slices of its pools (a pool split over two
+// nodes is incomplete without both) and node-less slices.
+TEST(IncrementalTest, KeptViewsMatchAFreshBuild) {
+  std::map<std::string, kube::ResourceSlice> model;
+  for (auto s : {PoolSlice("a", "node-1", "p", 1, 2), PoolSlice("b", "node-2", "p", 1, 2),
+                 PoolSlice("c", "node-2", "q", 1), PoolSlice("d", "node-3", "r", 1)}) {
+    model[s.metadata.name] = s;
+  }
+  auto all = [&] {
+    std::vector<kube::ResourceSlice> out;
+    for (const auto& [name, s] : model) out.push_back(s);
+    return out;
+  };
+  auto built = Snapshot::Build(Features{}, {Class()}, all());
+  ASSERT_TRUE(built.ok());
+  std::shared_ptr<const Snapshot> snap = *built;
+  kube::ResourceClaim one = Claim(1);
+  AllocatedState state;
+  auto outcomes = [&](const Snapshot& s) {
+    std::vector<AllocateOutcome::Kind> out;
+    for (const char* node : {"node-1", "node-2", "node-3", "node-4"}) {
+      out.push_back(Allocate(s, Node(node), {&one}, state).kind);
+    }
+    return out;
+  };
+  auto check = [&](const std::string& step) {
+    auto fresh = Snapshot::Build(Features{}, {Class()}, all());
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_EQ(outcomes(*snap), outcomes(**fresh)) << step;
+  };
+  outcomes(*snap);  // cache every node's view
+  check("initial");
+  // node-1 sees pool p through both nodes' slices: removing node-2's half makes it incomplete.
+  snap = *snap->WithoutSlice("b");
+  model.erase("b");
+  check("pool p split, half removed");
+  snap = *snap->WithSlice(PoolSlice("b", "node-2", "p", 1, 2));
+  model["b"] = PoolSlice("b", "node-2", "p", 1, 2);
+  check("half back");
+  // A newer generation of p on node-2 only.
+  snap = *snap->WithSlice(PoolSlice("b", "node-2", "p", 2, 1));
+  model["b"] = PoolSlice("b", "node-2", "p", 2, 1);
+  check("newer generation on node-2");
+  // A change on node-3 alone.
+  snap = *snap->WithSlice(PoolSlice("e", "node-3", "r2", 1));
+  model["e"] = PoolSlice("e", "node-3", "r2", 1);
+  check("second pool on node-3");
+  // A slice without a node name (all nodes) reaches every node.
+  auto everywhere = Decode<kube::ResourceSlice>(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: net}
+spec:
+  driver: gpu.example.com
+  allNodes: true
+  pool: {name: net, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: net-gpu
+)");
+  snap = *snap->WithSlice(everywhere);
+  model["net"] = everywhere;
+  check("node-less slice");
+  // Several changes at once.
+  SnapshotChanges changes(*snap);
+  ASSERT_TRUE(changes.SetSlice(PoolSlice("f", "node-4", "s", 1)).ok());
+  changes.RemoveSlice("net");
+  changes.RemoveSlice("d");
+  snap = snap->With(std::move(changes));
+  model["f"] = PoolSlice("f", "node-4", "s", 1);
+  model.erase("net");
+  model.erase("d");
+  check("batch");
 }
 
 }  // namespace

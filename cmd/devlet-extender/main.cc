@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   std::string feature_gates;
   int filter_timeout_ms = 5000;
   int parallelism = 0;
+  bool reuse_results = true;
   double kube_api_qps = 50;
   int kube_api_burst = 100;
   devlet::extender::ServerOptions server_options;
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
   AddFlag(app, "--filter-timeout-ms", filter_timeout_ms,
           "Deadline for one filter request's allocations; 0 disables");
   AddFlag(app, "--parallelism", parallelism, "Threads per filter request (0: one per CPU)");
+  AddFlag(app, "--reuse-results", reuse_results,
+          "Reuse a node's filter/prioritize outcome for pods with the same claim specs while the "
+          "node's devices, pools, allocations and Node object are unchanged");
   AddFlag(app, "--bind-address", server_options.host, "Address to listen on");
   AddFlag(app, "--port", server_options.port, "Port to listen on");
   AddFlag(app, "--url-prefix", server_options.prefix,
@@ -133,7 +137,8 @@ int main(int argc, char** argv) {
       {.mode = *parsed_mode,
        .policy = *parsed_policy,
        .filter_timeout = std::chrono::milliseconds(filter_timeout_ms),
-       .parallelism = parallelism});
+       .parallelism = parallelism,
+       .reuse_results = reuse_results});
   devlet::extender::Server server(extender, server_options);
   if (absl::Status status = server.Start(); !status.ok()) {
     logger.Error(status, "Cannot start the HTTP server");

@@ -171,6 +171,23 @@ kube::Node MakeNode(int n) {
 
 }  // namespace
 
+kube::ResourceClaim ChurnClaim(int slot, int n) {
+  const std::string node = NodeName(n);
+  kube::ResourceClaim c;
+  c.metadata.namespace_ = "training";
+  c.metadata.name = "churn-" + std::to_string(slot);
+  c.metadata.uid = "uid-churn-" + std::to_string(slot);
+  c.metadata.resource_version = "1";
+  c.spec.devices.requests.push_back(Exact("gpu", "gpu", 1));
+  kube::AllocationResult allocation;
+  allocation.devices.results.push_back({"gpu", kGpuDriver, node, "gpu-4"});
+  kube::NodeSelector selector;
+  selector.node_selector_terms.push_back({{}, {{"metadata.name", "In", {node}}}});
+  allocation.node_selector = std::move(selector);
+  c.status.allocation = std::move(allocation);
+  return c;
+}
+
 std::vector<PodKind> AllPodKinds() {
   return {PodKind::kOneGpu, PodKind::kTwoGpusSameNuma, PodKind::kGpuNicSamePcieRoot};
 }

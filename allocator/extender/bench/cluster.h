@@ -48,6 +48,10 @@ std::string NodeName(int i);
 // claims to `state` and marks it synced.
 absl::Status Populate(const ClusterSpec& spec, ClusterState& state);
 
+// ChurnClaim is an allocated claim named `churn-<slot>` holding gpu-4 of node `n`: applying it
+// for another node moves it, which changes the allocations of two nodes, as binding a pod does.
+kube::ResourceClaim ChurnClaim(int slot, int n);
+
 // PodJson is the pod of `kind` as kube-scheduler sends it (informer object: no apiVersion/kind,
 // with the usual metadata, containers, tolerations and status a real pod carries).
 std::string PodJson(PodKind kind);

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -42,6 +43,8 @@ struct Flags {
   double seconds = 5;       // sustained phase duration (0 skips it)
   int server_threads = 16;  // --threads of the server
   int parallelism = 0;      // --parallelism of the verbs (0: hardware concurrency)
+  bool reuse = true;        // Options::reuse_results
+  int churn = 1;            // claims moved to another node before each filter (0: none)
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
@@ -49,7 +52,7 @@ struct Flags {
                "extender_benchmark: %s\n"
                "usage: extender_benchmark [--nodes=500,5000] [--modes=score,allocate]\n"
                "  [--iterations=200] [--connections=4] [--seconds=5] [--server-threads=16]\n"
-               "  [--parallelism=0]\n",
+               "  [--parallelism=0] [--reuse=1] [--churn=1]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -105,6 +108,10 @@ Flags ParseFlags(int argc, char** argv) {
       flags.server_threads = ParseInt(name, value, 1);
     } else if (name == "--parallelism") {
       flags.parallelism = ParseInt(name, value, 0);
+    } else if (name == "--reuse") {
+      flags.reuse = ParseInt(name, value, 0) != 0;
+    } else if (name == "--churn") {
+      flags.churn = ParseInt(name, value, 0);
     } else {
       Usage("unknown flag " + name);
     }
@@ -194,8 +201,19 @@ class Driver {
   int nodes_;
 };
 
+// Churn moves `flags.churn` allocated claims one node on, as binds do between two pods: the
+// nodes they leave and reach change, the others not (what per-node result reuse relies on).
+void Churn(const Flags& flags, int nodes, ClusterState& state, int& step) {
+  for (int c = 0; c < flags.churn; ++c) {
+    absl::Status applied = state.Apply(ChurnClaim(c, (step * flags.churn + c) % nodes));
+    if (!applied.ok()) Fail(Message(applied));
+  }
+  ++step;
+}
+
 void RunLatency(const Flags& flags, int nodes, Mode mode, int port,
-                const std::vector<std::string>& bodies) {
+                const std::vector<std::string>& bodies, ClusterState& state) {
+  int step = 0;
   const std::string_view mode_name = mode == Mode::kScore ? "score" : "allocate";
   Driver driver(port, nodes);
   const auto kinds = AllPodKinds();
@@ -212,6 +230,7 @@ void RunLatency(const Flags& flags, int nodes, Mode mode, int port,
   for (size_t k = 0; k < kinds.size(); ++k) {
     std::vector<double> mine[3][2];
     for (int i = 0; i < flags.iterations; ++i) {
+      Churn(flags, nodes, state, step);
       const double c0 = CpuMicros();
       const auto t0 = Clock::now();
       driver.Filter(bodies[k]);
@@ -278,8 +297,9 @@ void RunSustained(const Flags& flags, int nodes, Mode mode, int port,
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
-  std::printf("hardware threads: %u; server threads %d; parallelism %d\n",
-              std::thread::hardware_concurrency(), flags.server_threads, flags.parallelism);
+  std::printf("hardware threads: %u; server threads %d; parallelism %d; reuse %d; churn %d\n",
+              std::thread::hardware_concurrency(), flags.server_threads, flags.parallelism,
+              flags.reuse ? 1 : 0, flags.churn);
   std::printf("%6s  %-8s  %-13s  %-10s  %6s  %9s  %9s  %9s  %9s\n", "nodes", "mode", "pod", "verb",
               "n", "p50 ms", "p99 ms", "max ms", "cpu p50");
   for (int nodes : flags.nodes) {
@@ -288,6 +308,12 @@ int Main(int argc, char** argv) {
     const auto build_start = Clock::now();
     absl::Status populated = Populate(spec, state);
     if (!populated.ok()) Fail(Message(populated));
+    {
+      // Slice events are collected and applied by the first reader: count that in.
+      const size_t want = state.num_slices();
+      std::shared_lock lock(state.mutex());
+      if (state.snapshot_locked().num_slices() != want) Fail("snapshot is stale");
+    }
     std::printf("# %d nodes: %zu slices applied in %.2f s\n", nodes, state.num_slices(),
                 std::chrono::duration<double>(Clock::now() - build_start).count());
     std::vector<std::string> bodies;
@@ -295,14 +321,15 @@ int Main(int argc, char** argv) {
     std::printf("# ExtenderArgs body: %zu bytes\n", bodies[0].size());
     for (Mode mode : flags.modes) {
       MemoryWriter writer(state);
-      Extender extender(state, writer, {.mode = mode, .parallelism = flags.parallelism});
+      Extender extender(state, writer,
+                        {.mode = mode, .parallelism = flags.parallelism, .reuse_results = flags.reuse});
       Server server(extender, {.host = "127.0.0.1",
                                .port = 0,
                                .prefix = "/devlet",
                                .threads = flags.server_threads});
       absl::Status started = server.Start();
       if (!started.ok()) Fail(Message(started));
-      RunLatency(flags, nodes, mode, server.port(), bodies);
+      RunLatency(flags, nodes, mode, server.port(), bodies, state);
       RunSustained(flags, nodes, mode, server.port(), bodies);
       server.Stop();
     }

@@ -8,13 +8,15 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "devlet/allocator/extended_resources.h"
 #include "devlet/common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -23,10 +25,6 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-constexpr std::string_view kExtendedResourceClaimAnnotation =
-    "resource.kubernetes.io/extended-resource-claim";
-constexpr std::string_view kImplicitClassPrefix = "deviceclass.resource.kubernetes.io/";
 
 // Field finds a Go-named field; Go's decoder matches names case-insensitively.
 const json* Field(const json& object, std::string_view name) {
@@ -110,87 +108,10 @@ struct Request {
   std::map<std::string, kube::Node> nodes;  // name -> decoded Node (Nodes form)
 };
 
-// SliceIndex finds ResourceSlices by node (spec.nodeName) and by pool. The state keeps slices by
-// name only, and scanning all of them once per candidate node made prioritize quadratic in the
-// cluster size; one pass per request is linear. Valid while the state's lock is held.
-class SliceIndex {
- public:
-  explicit SliceIndex(const ClusterState& state) {
-    by_node_.reserve(state.slices_locked().size());
-    for (const auto& [name, slice] : state.slices_locked()) {
-      if (slice.spec.node_name) by_node_[*slice.spec.node_name].push_back(&slice);
-      by_pool_[PoolKey(slice.spec.driver, slice.spec.pool.name)].push_back(&slice);
-    }
-  }
-  // ForNode returns the slices whose spec.nodeName is `node`.
-  const std::vector<const kube::ResourceSlice*>& ForNode(std::string_view node) const {
-    auto it = by_node_.find(node);
-    return it == by_node_.end() ? empty_ : it->second;
-  }
-  // FindDevice returns a device by driver, pool and name, or null.
-  const kube::Device* FindDevice(std::string_view driver, std::string_view pool,
-                                 std::string_view device) const {
-    auto it = by_pool_.find(PoolKey(driver, pool));
-    if (it == by_pool_.end()) return nullptr;
-    for (const kube::ResourceSlice* slice : it->second) {
-      for (const kube::Device& d : slice->spec.devices) {
-        if (d.name == device) return &d;
-      }
-    }
-    return nullptr;
-  }
-
- private:
-  static std::string PoolKey(std::string_view driver, std::string_view pool) {
-    std::string key(driver);
-    key += '\0';
-    key += pool;
-    return key;
-  }
-
-  std::unordered_map<std::string_view, std::vector<const kube::ResourceSlice*>> by_node_;
-  std::unordered_map<std::string, std::vector<const kube::ResourceSlice*>> by_pool_;
-  std::vector<const kube::ResourceSlice*> empty_;
-};
-
-// AllocatedIndex lists, per pool, the devices that claims' status.allocation use (admin access
-// excluded, like the allocator's AllocatedState). Prioritize's packing score asked the allocator's
-// IsAllocated for every device of every candidate node, which builds and hashes a key per call and
-// was the largest cost of prioritize; one pass over the claims is cheaper. It misses in-flight
-// holds, so it is only used when there were none (see Prioritize). Valid under the state's lock.
-class AllocatedIndex {
- public:
-  explicit AllocatedIndex(const ClusterState& state) {
-    for (const kube::ResourceClaim* claim : state.claims_locked()) {
-      if (!claim->status.allocation) continue;
-      for (const auto& r : claim->status.allocation->devices.results) {
-        if (r.admin_access.value_or(false)) continue;
-        by_pool_[PoolKey(r.driver, r.pool)].insert(r.device);
-      }
-    }
-  }
-  // InPool returns the allocated device names of a pool, or null when none is.
-  const std::unordered_set<std::string_view>* InPool(std::string_view driver,
-                                                     std::string_view pool) const {
-    auto it = by_pool_.find(PoolKey(driver, pool));
-    return it == by_pool_.end() ? nullptr : &it->second;
-  }
-
- private:
-  static std::string PoolKey(std::string_view driver, std::string_view pool) {
-    std::string key(driver);
-    key += '\0';
-    key += pool;
-    return key;
-  }
-
-  std::unordered_map<std::string, std::unordered_set<std::string_view>> by_pool_;
-};
-
 // ImpliedNode makes a Node (name + hostname label) for a node that ResourceSlices name by
-// spec.nodeName but that has no Node object (standalone --manifests use).
-std::optional<kube::Node> ImpliedNode(const SliceIndex& index, const std::string& name) {
-  if (index.ForNode(name).empty()) return std::nullopt;
+// spec.nodeName but that has no Node object (standalone --manifests use). Lock held.
+std::optional<kube::Node> ImpliedNode(const ClusterState& state, const std::string& name) {
+  if (state.slices_on_node_locked(name).empty()) return std::nullopt;
   kube::Node node;
   node.metadata.name = name;
   node.metadata.labels["kubernetes.io/hostname"] = name;
@@ -199,11 +120,9 @@ std::optional<kube::Node> ImpliedNode(const SliceIndex& index, const std::string
 
 // AddImpliedNodes fills request.nodes for candidates known only from ResourceSlices (lock held).
 void AddImpliedNodes(const ClusterState& state, Request& request) {
-  std::optional<SliceIndex> index;  // only when some candidate has no Node object
   for (const auto& name : request.names) {
     if (request.nodes.count(name) != 0 || state.nodes_locked().count(name) != 0) continue;
-    if (!index) index.emplace(state);
-    if (auto node = ImpliedNode(*index, name)) request.nodes[name] = std::move(*node);
+    if (auto node = ImpliedNode(state, name)) request.nodes[name] = std::move(*node);
   }
 }
 
@@ -249,21 +168,13 @@ struct PodClaims {
   std::vector<kube::ResourceClaim> allocated;  // already allocated (node restriction applies)
   std::vector<kube::ResourceClaim> pending;    // to allocate
   std::optional<size_t> synthesized;           // index in `pending` of the extended-resource claim
+  std::set<std::string> extended_resources;    // the resources the synthesized claim covers
   std::string unresolvable;                    // non-empty: cannot schedule until this changes
 };
 
-absl::StatusOr<int64_t> WholeCount(const kube::Quantity& quantity, std::string_view what) {
-  const std::string& text = quantity.str();
-  if (text.empty() || text.size() > 18 ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return InvalidArgument(std::string(what) + ": extended resource quantity \"" + text +
-                           "\" is not a whole number");
-  }
-  return std::stoll(text);
-}
-
-// Resolve needs the state's shared (or exclusive) lock held.
-absl::StatusOr<PodClaims> Resolve(const ClusterState& state, const kube::Pod& pod) {
+// Resolve needs the state's shared (or exclusive) lock held. `node`: see the synthesized claim.
+absl::StatusOr<PodClaims> Resolve(const ClusterState& state, const kube::Pod& pod,
+                                  const kube::Node* node = nullptr) {
   PodClaims out;
   const std::string pod_key = Key(pod.metadata.namespace_, pod.metadata.name);
   for (const kube::PodResourceClaim& entry : pod.spec.resource_claims) {
@@ -312,44 +223,19 @@ absl::StatusOr<PodClaims> Resolve(const ClusterState& state, const kube::Pod& po
     }
     return out;
   }
-  kube::ResourceClaim special;
-  std::vector<const kube::Container*> containers;
-  for (const auto& c : pod.spec.init_containers) containers.push_back(&c);
-  for (const auto& c : pod.spec.containers) containers.push_back(&c);
-  for (size_t i = 0; i < containers.size(); ++i) {
-    std::map<std::string, kube::Quantity> wanted = containers[i]->resources.limits;
-    for (const auto& [name, q] : containers[i]->resources.requests) wanted[name] = q;
-    int j = 0;
-    for (const auto& [resource, quantity] : wanted) {
-      const kube::DeviceClass* device_class = nullptr;
-      for (const auto& [class_name, c] : state.classes_locked()) {
-        if ((c.spec.extended_resource_name && *c.spec.extended_resource_name == resource) ||
-            resource == std::string(kImplicitClassPrefix) + class_name) {
-          device_class = &c;
-          break;
-        }
-      }
-      if (device_class == nullptr) continue;
-      DEVLET_ASSIGN_OR_RETURN(int64_t count,
-                              WholeCount(quantity, "Pod \"" + pod_key + "\" container \"" +
-                                                       containers[i]->name + "\" " + resource));
-      if (count == 0) continue;
-      kube::DeviceRequest request;
-      request.name = "container-" + std::to_string(i) + "-request-" + std::to_string(j++);
-      request.exactly.emplace();
-      request.exactly->device_class_name = device_class->metadata.name;
-      request.exactly->allocation_mode = "ExactCount";
-      request.exactly->count = count;
-      special.spec.devices.requests.push_back(std::move(request));
+  // The claim is the one the scheduler would synthesize (allocator/extended_resources.h): per
+  // node, resources a node serves through a device plugin (status.allocatable) stay out of it,
+  // which `node` decides when given; without it, no node serves any (see ClaimsForNode).
+  DEVLET_ASSIGN_OR_RETURN(
+      std::optional<allocator::ExtendedResourceClaim> special,
+      allocator::SynthesizeExtendedResourceClaim(
+          state.features(), pod, state.extended_resource_classes_locked(), node));
+  if (special) {
+    for (const auto& mapping : special->mappings) {
+      out.extended_resources.insert(mapping.resource_name);
     }
-  }
-  if (!special.spec.devices.requests.empty()) {
-    special.metadata.namespace_ = pod.metadata.namespace_;
-    special.metadata.name = pod.metadata.name + "-extended-resources";
-    special.metadata.uid = "extended-resources-" + pod.metadata.uid;
-    special.metadata.annotations[std::string(kExtendedResourceClaimAnnotation)] = "true";
     out.synthesized = out.pending.size();
-    out.pending.push_back(std::move(special));
+    out.pending.push_back(std::move(special->claim));
   }
   return out;
 }
@@ -370,6 +256,48 @@ std::vector<const kube::ResourceClaim*> Pointers(const std::vector<kube::Resourc
   std::vector<const kube::ResourceClaim*> out;
   for (const auto& c : claims) out.push_back(&c);
   return out;
+}
+
+// NodeClaims are the claims to allocate on one node when they differ from the pod's.
+struct NodeClaims {
+  std::vector<const kube::ResourceClaim*> list;
+  std::optional<kube::ResourceClaim> special;
+};
+
+// ClaimsForNode returns the claims to allocate on `node`: `pending` (Pointers(claims.pending)),
+// unless the node serves one of the synthesized claim's extended resources through a device
+// plugin (status.allocatable); then the claim is synthesized for that node into `local`. Lock
+// held.
+absl::StatusOr<const std::vector<const kube::ResourceClaim*>*> ClaimsForNode(
+    const ClusterState& state, const Request& request, const PodClaims& claims,
+    const std::vector<const kube::ResourceClaim*>& pending, const kube::Node& node,
+    NodeClaims& local) {
+  if (!claims.synthesized) return &pending;
+  std::set<std::string> from_request;
+  const std::set<std::string>* served = nullptr;
+  if (request.nodes.count(node.metadata.name) != 0) {
+    from_request = allocator::NodeAllocatableResources(node);
+    served = &from_request;
+  } else {
+    served = state.node_allocatable_locked(node.metadata.name);
+  }
+  bool differs = false;
+  if (served != nullptr) {
+    for (const std::string& resource : claims.extended_resources) differs |= served->count(resource) != 0;
+  }
+  if (!differs) return &pending;
+  DEVLET_ASSIGN_OR_RETURN(std::optional<allocator::ExtendedResourceClaim> special,
+                          allocator::SynthesizeExtendedResourceClaim(
+                              state.features(), request.pod,
+                              state.extended_resource_classes_locked(), &node));
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (i != *claims.synthesized) local.list.push_back(pending[i]);
+  }
+  if (special) {
+    local.special = std::move(special->claim);
+    local.list.push_back(&*local.special);
+  }
+  return &local.list;
 }
 
 // WorkerPool is a process-wide set of helper threads for ParallelFor. Starting threads per request
@@ -505,10 +433,81 @@ const allocator::AllocatedState& EmptyState() {
   return *empty;
 }
 
+// ---- Per-node results, reused while the node's state is unchanged ----------------------------
+//
+// The scheduler asks about every node for every pod, and most nodes do not change between two
+// pods: one bind changes one node. Pods of one workload ask for the same claims. So an outcome is
+// kept per (claims' specs, allocated state, node) with the node's ClusterState::NodeVersion, and
+// reused while the version is unchanged: filter, and prioritize after it, then allocate only on
+// nodes whose devices, pools, allocations or Node object changed (or that were never asked
+// about for this shape). The specs decide the outcome (claim names only appear in errors, which
+// are not kept), so two pods of one Deployment share entries. Bind never uses them: it allocates
+// afresh under the exclusive lock.
+
+// CachedNode is what one node's allocation came to.
+struct CachedNode {
+  ClusterState::NodeVersion version;
+  bool fits = false;
+  std::string reason;  // why not, for FailedNodes
+  std::shared_ptr<const std::vector<kube::AllocationResult>> results;  // when it fits
+  std::optional<int64_t> score;  // prioritize's, once computed (current state only)
+};
+
+// ShapeCache holds the nodes' outcomes for one shape.
+struct ShapeCache {
+  std::mutex mu;
+  std::unordered_map<std::string, CachedNode> nodes;
+
+  // Find returns the entry for `node` if it was computed at `version`.
+  std::optional<CachedNode> Find(const std::string& node, const ClusterState::NodeVersion& version) {
+    std::lock_guard lock(mu);
+    auto it = nodes.find(node);
+    if (it == nodes.end() || !(it->second.version == version)) return std::nullopt;
+    return it->second;
+  }
+  void Store(const std::string& node, CachedNode entry) {
+    std::lock_guard lock(mu);
+    nodes.insert_or_assign(node, std::move(entry));
+  }
+};
+
+// ShapeKey identifies a shape: the state allocated against ('E': empty, score mode's filter;
+// 'C': current) and the claims' specs in order.
+std::string ShapeKey(const std::vector<const kube::ResourceClaim*>& claims, char state) {
+  std::string key(1, state);
+  for (const kube::ResourceClaim* claim : claims) {
+    kube::ResourceClaim spec_only;
+    spec_only.spec = claim->spec;
+    key += kube::EncodeJson(spec_only);
+    key.push_back('\0');
+  }
+  return key;
+}
+
 }  // namespace
 
+// Cache maps shapes to their per-node outcomes. Bounded: past kMaxShapes it starts over (each
+// shape holds one entry per node asked about).
+struct Extender::Cache {
+  static constexpr size_t kMaxShapes = 32;
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<ShapeCache>> shapes;
+
+  std::shared_ptr<ShapeCache> Get(const std::string& key) {
+    std::lock_guard lock(mu);
+    auto it = shapes.find(key);
+    if (it != shapes.end()) return it->second;
+    if (shapes.size() >= kMaxShapes) shapes.clear();
+    auto shape = std::make_shared<ShapeCache>();
+    shapes.emplace(key, shape);
+    return shape;
+  }
+};
+
 Extender::Extender(ClusterState& state, ClusterWriter& writer, Options options)
-    : state_(state), writer_(writer), options_(options) {}
+    : state_(state), writer_(writer), options_(options), cache_(std::make_unique<Cache>()) {}
+
+Extender::~Extender() = default;
 
 std::string Extender::Filter(std::string_view body) {
   ++counters_.filter_requests;
@@ -541,21 +540,44 @@ std::string Extender::Filter(std::string_view body) {
   const auto pending = Pointers(claims->pending);
   const bool score = options_.mode == Mode::kScore;
   const allocator::AllocatedState& allocated = score ? EmptyState() : state_.allocated_locked();
+  const allocator::Snapshot& snapshot = state_.snapshot_locked();
   allocator::AllocateOptions allocate_options;
   if (options_.filter_timeout.count() > 0) {
     allocate_options.deadline = start + options_.filter_timeout;
   }
+  std::shared_ptr<ShapeCache> shape;
+  if (options_.reuse_results && !pending.empty()) {
+    shape = cache_->Get(ShapeKey(pending, score ? 'E' : 'C'));
+  }
   ParallelFor(n, options_.parallelism, [&](size_t i) {
-    const kube::Node* node = LookupNode(state_, *request, request->names[i]);
+    const std::string& name = request->names[i];
+    const kube::Node* node = LookupNode(state_, *request, name);
     if (node == nullptr) {
       unknown[i] = 1;
-      verdict[i] = "node \"" + request->names[i] + "\" is not known to devlet-extender";
+      verdict[i] = "node \"" + name + "\" is not known to devlet-extender";
       return;
     }
     verdict[i] = AllocatedMismatch(*claims, *node);
-    if (!verdict[i].empty() || pending.empty()) return;
+    if (!verdict[i].empty()) return;
+    NodeClaims local;
+    auto for_node = ClaimsForNode(state_, *request, *claims, pending, *node, local);
+    if (!for_node.ok()) {
+      errors[i] = for_node.status();
+      return;
+    }
+    if ((*for_node)->empty()) return;
+    // Only nodes the state knows (their versions track them) with the pod's common claims.
+    const bool reuse = shape != nullptr && *for_node == &pending && request->nodes.count(name) == 0;
+    ClusterState::NodeVersion version;
+    if (reuse) {
+      version = state_.node_version_locked(name);
+      if (std::optional<CachedNode> hit = shape->Find(name, version)) {
+        if (!hit->fits) verdict[i] = hit->reason;
+        return;
+      }
+    }
     allocator::AllocateOutcome out =
-        allocator::Allocate(state_.snapshot_locked(), *node, pending, allocated, allocate_options);
+        allocator::Allocate(snapshot, *node, **for_node, allocated, allocate_options);
     switch (out.kind) {
       case allocator::AllocateOutcome::Kind::kAllocated:
         break;
@@ -564,7 +586,18 @@ std::string Extender::Filter(std::string_view body) {
         break;
       case allocator::AllocateOutcome::Kind::kError:
         if (!score) errors[i] = out.status;  // score mode: not provable, let the plugin decide
-        break;
+        return;  // errors (timeouts too) are not kept
+    }
+    if (reuse) {
+      CachedNode entry;
+      entry.version = version;
+      entry.fits = verdict[i].empty();
+      entry.reason = verdict[i];
+      if (entry.fits) {
+        entry.results =
+            std::make_shared<const std::vector<kube::AllocationResult>>(std::move(out.results));
+      }
+      shape->Store(name, std::move(entry));
     }
   });
   counters_.filter_micros_total +=
@@ -594,11 +627,6 @@ std::string Extender::Prioritize(std::string_view body) {
     // Go's extender client reads a HostPriorityList; an error body is a non-200 (see server).
     return "";
   }
-  // Holds (binds between reservation and write) are not in the claims; with none, the packing
-  // score counts allocated devices from the claims (AllocatedIndex). A hold taken after this
-  // check is missed by this request's score: scores are advice, and the state may change right
-  // after scoring anyway.
-  const bool no_holds = state_.num_held() == 0;
   std::shared_lock lock(state_.mutex());
   AddImpliedNodes(state_, *request);
   absl::StatusOr<PodClaims> claims = Resolve(state_, request->pod);
@@ -606,27 +634,19 @@ std::string Extender::Prioritize(std::string_view body) {
   std::vector<int64_t> scores(n, 0);
   if (claims.ok() && claims->unresolvable.empty()) {
     const auto pending = Pointers(claims->pending);
-    const SliceIndex index(state_);
-    std::optional<AllocatedIndex> allocated_index;
-    if (no_holds) allocated_index.emplace(state_);
-    ParallelFor(n, options_.parallelism, [&](size_t i) {
-      const kube::Node* node = LookupNode(state_, *request, request->names[i]);
-      if (node == nullptr) return;
-      if (pending.empty()) {
-        scores[i] = 5;  // nothing to place: neutral
-        return;
-      }
-      allocator::AllocateOutcome out = allocator::Allocate(
-          state_.snapshot_locked(), *node, pending, state_.allocated_locked(), {});
-      if (out.kind != allocator::AllocateOutcome::Kind::kAllocated) return;
+    const allocator::Snapshot& snapshot = state_.snapshot_locked();
+    std::shared_ptr<ShapeCache> shape;
+    if (options_.reuse_results && !pending.empty()) shape = cache_->Get(ShapeKey(pending, 'C'));
+    auto score_of = [&](const std::vector<kube::AllocationResult>& results,
+                        const kube::Node& node) -> int64_t {
       // Locality: distinct NUMA nodes (or PCIe roots) among the chosen devices.
       std::set<std::string> numa;
       std::set<std::string> pcie;
       int chosen = 0;
-      for (const auto& result : out.results) {
+      for (const auto& result : results) {
         for (const auto& r : result.devices.results) {
           ++chosen;
-          const kube::Device* d = index.FindDevice(r.driver, r.pool, r.device);
+          const kube::Device* d = state_.FindDeviceLocked(r.driver, r.pool, r.device);
           if (d == nullptr) continue;
           for (const auto& [attr, value] : d->attributes) {
             if (EndsWith(attr, "numaNode") || EndsWith(attr, "numa")) numa.insert(AttrText(value));
@@ -645,14 +665,9 @@ std::string Extender::Prioritize(std::string_view body) {
       // Packing: share of the node's devices in use once these are placed.
       int total = 0;
       int used = 0;
-      for (const kube::ResourceSlice* slice : index.ForNode(node->metadata.name)) {
+      // In use: allocated or held (IsAllocated looks the key up without building it).
+      for (const kube::ResourceSlice* slice : state_.slices_on_node_locked(node.metadata.name)) {
         total += static_cast<int>(slice->spec.devices.size());
-        if (allocated_index) {
-          const auto* in_pool = allocated_index->InPool(slice->spec.driver, slice->spec.pool.name);
-          if (in_pool == nullptr) continue;
-          for (const auto& d : slice->spec.devices) used += in_pool->count(d.name) != 0 ? 1 : 0;
-          continue;
-        }
         for (const auto& d : slice->spec.devices) {
           if (state_.allocated_locked().IsAllocated(slice->spec.driver, slice->spec.pool.name,
                                                     d.name)) {
@@ -665,7 +680,50 @@ std::string Extender::Prioritize(std::string_view body) {
         const double fill = std::min(1.0, static_cast<double>(used + chosen) / total);
         packing = options_.policy == Policy::kBinPack ? 10.0 * fill : 10.0 * (1.0 - fill);
       }
-      scores[i] = std::clamp<int64_t>(std::llround((locality + packing) / 2.0), 0, 10);
+      return std::clamp<int64_t>(std::llround((locality + packing) / 2.0), 0, 10);
+    };
+    ParallelFor(n, options_.parallelism, [&](size_t i) {
+      const std::string& name = request->names[i];
+      const kube::Node* node = LookupNode(state_, *request, name);
+      if (node == nullptr) return;
+      NodeClaims local;
+      auto for_node = ClaimsForNode(state_, *request, *claims, pending, *node, local);
+      if (!for_node.ok()) return;
+      if ((*for_node)->empty()) {
+        scores[i] = 5;  // nothing to place: neutral
+        return;
+      }
+      const bool reuse = shape != nullptr && *for_node == &pending && request->nodes.count(name) == 0;
+      CachedNode entry;
+      bool known = false;
+      if (reuse) {
+        entry.version = state_.node_version_locked(name);
+        if (std::optional<CachedNode> hit = shape->Find(name, entry.version)) {
+          if (hit->score) {
+            scores[i] = *hit->score;
+            return;
+          }
+          entry = std::move(*hit);
+          known = true;
+        }
+      }
+      if (!known) {
+        allocator::AllocateOutcome out = allocator::Allocate(
+            snapshot, *node, **for_node, state_.allocated_locked(), {});
+        if (out.kind == allocator::AllocateOutcome::Kind::kError) return;
+        entry.fits = out.kind == allocator::AllocateOutcome::Kind::kAllocated;
+        if (entry.fits) {
+          entry.results =
+              std::make_shared<const std::vector<kube::AllocationResult>>(std::move(out.results));
+        } else {
+          entry.reason = out.reason.empty() ? "cannot allocate all claims" : out.reason;
+        }
+      }
+      scores[i] = entry.fits ? score_of(*entry.results, *node) : 0;
+      if (reuse) {
+        entry.score = scores[i];
+        shape->Store(name, std::move(entry));
+      }
     });
   }
   // Written directly: a json value per host (an object, two keys, two values) cost more than
@@ -730,18 +788,18 @@ std::string Extender::Bind(std::string_view body) {
   std::vector<kube::AllocationResult> results;
   {
     std::unique_lock lock(state_.mutex());
-    absl::StatusOr<PodClaims> resolved = Resolve(state_, *pod);
-    if (!resolved.ok()) return fail(Message(resolved.status()));
-    if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
-    claims = std::move(*resolved);
     std::optional<kube::Node> node;
     auto node_it = state_.nodes_locked().find(node_name);
     if (node_it != state_.nodes_locked().end()) {
       node = node_it->second;
     } else {
-      node = ImpliedNode(SliceIndex(state_), node_name);
+      node = ImpliedNode(state_, node_name);
     }
     if (!node) return fail("node \"" + node_name + "\" is not known to devlet-extender");
+    absl::StatusOr<PodClaims> resolved = Resolve(state_, *pod, &*node);
+    if (!resolved.ok()) return fail(Message(resolved.status()));
+    if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
+    claims = std::move(*resolved);
     std::string mismatch = AllocatedMismatch(claims, *node);
     if (!mismatch.empty()) return fail(mismatch);
     if (!claims.pending.empty()) {

@@ -42,23 +42,54 @@ ClusterState::ClusterState(allocator::Features features) : features_(features) {
   snapshot_ = snapshot.ok() ? *snapshot : nullptr;
 }
 
+const allocator::Snapshot& ClusterState::snapshot_locked() const {
+  if (dirty_.load(std::memory_order_acquire)) FlushSnapshot();
+  return *snapshot_;
+}
+
+void ClusterState::FlushSnapshot() const {
+  std::lock_guard lock(snapshot_mu_);
+  if (!dirty_.load(std::memory_order_relaxed)) return;
+  if (pending_ && !pending_->empty()) snapshot_ = snapshot_->With(std::move(*pending_));
+  pending_.reset();
+  dirty_.store(false, std::memory_order_release);
+}
+
 absl::Status ClusterState::Apply(const kube::Object& object) {
   std::unique_lock lock(mu_);
+  auto changes = [this]() -> allocator::SnapshotChanges& {
+    if (!pending_) pending_.emplace(*snapshot_);
+    return *pending_;
+  };
   if (const auto* c = std::get_if<kube::DeviceClass>(&object)) {
-    DEVLET_ASSIGN_OR_RETURN(snapshot_, snapshot_->WithClass(*c));
+    changes().SetClass(*c);
+    dirty_.store(true);
     classes_[c->metadata.name] = *c;
+    RebuildExtendedClassesLocked();
+    ++global_version_;
   } else if (const auto* s = std::get_if<kube::ResourceSlice>(&object)) {
-    DEVLET_ASSIGN_OR_RETURN(snapshot_, snapshot_->WithSlice(*s));
-    slices_[s->metadata.name] = *s;
+    DEVLET_RETURN_IF_ERROR(changes().SetSlice(*s));
+    dirty_.store(true);
+    auto [it, inserted] = slices_.try_emplace(s->metadata.name, *s);
+    if (!inserted) {
+      IndexSliceLocked(it->second, -1);
+      it->second = *s;
+    }
+    IndexSliceLocked(it->second, +1);
   } else if (const auto* r = std::get_if<kube::DeviceTaintRule>(&object)) {
     taint_rules_[r->metadata.name] = *r;
     std::vector<kube::DeviceTaintRule> rules;
     for (const auto& [name, rule] : taint_rules_) rules.push_back(rule);
+    // Pending slices were compiled with the old rules: apply them first.
+    FlushSnapshot();
     DEVLET_ASSIGN_OR_RETURN(snapshot_, snapshot_->WithTaintRules(std::move(rules)));
+    ++global_version_;
   } else if (const auto* claim = std::get_if<kube::ResourceClaim>(&object)) {
-    return ApplyClaimLocked(*claim);
+    DEVLET_RETURN_IF_ERROR(ApplyClaimLocked(*claim));
   } else if (const auto* n = std::get_if<kube::Node>(&object)) {
     nodes_[n->metadata.name] = *n;
+    node_allocatable_[n->metadata.name] = allocator::NodeAllocatableResources(*n);
+    ++node_versions_[n->metadata.name];
   } else if (const auto* p = std::get_if<kube::Pod>(&object)) {
     pods_[Key(p->metadata)] = *p;
   }
@@ -68,25 +99,138 @@ absl::Status ClusterState::Apply(const kube::Object& object) {
 absl::Status ClusterState::Delete(const kube::Object& object) {
   std::unique_lock lock(mu_);
   const kube::ObjectMeta& meta = kube::MetadataOf(object);
+  auto changes = [this]() -> allocator::SnapshotChanges& {
+    if (!pending_) pending_.emplace(*snapshot_);
+    return *pending_;
+  };
   if (std::holds_alternative<kube::DeviceClass>(object)) {
-    DEVLET_ASSIGN_OR_RETURN(snapshot_, snapshot_->WithoutClass(meta.name));
+    changes().RemoveClass(meta.name);
+    dirty_.store(true);
     classes_.erase(meta.name);
+    RebuildExtendedClassesLocked();
+    ++global_version_;
   } else if (std::holds_alternative<kube::ResourceSlice>(object)) {
-    DEVLET_ASSIGN_OR_RETURN(snapshot_, snapshot_->WithoutSlice(meta.name));
-    slices_.erase(meta.name);
+    changes().RemoveSlice(meta.name);
+    dirty_.store(true);
+    if (auto it = slices_.find(meta.name); it != slices_.end()) {
+      IndexSliceLocked(it->second, -1);
+      slices_.erase(it);
+    }
   } else if (std::holds_alternative<kube::DeviceTaintRule>(object)) {
     taint_rules_.erase(meta.name);
     std::vector<kube::DeviceTaintRule> rules;
     for (const auto& [name, rule] : taint_rules_) rules.push_back(rule);
+    FlushSnapshot();
     DEVLET_ASSIGN_OR_RETURN(snapshot_, snapshot_->WithTaintRules(std::move(rules)));
+    ++global_version_;
   } else if (std::holds_alternative<kube::ResourceClaim>(object)) {
     DeleteClaimLocked(Key(meta));
   } else if (std::holds_alternative<kube::Node>(object)) {
     nodes_.erase(meta.name);
+    node_allocatable_.erase(meta.name);
+    ++node_versions_[meta.name];
   } else if (std::holds_alternative<kube::Pod>(object)) {
     pods_.erase(Key(meta));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+std::string PoolKey(std::string_view driver, std::string_view pool) {
+  std::string key(driver);
+  key.push_back('\0');
+  key += pool;
+  return key;
+}
+
+}  // namespace
+
+void ClusterState::BumpPoolLocked(std::string_view driver, std::string_view pool) {
+  const std::string key = PoolKey(driver, pool);
+  if (auto shared = pool_shared_.find(key); shared != pool_shared_.end()) {
+    ++global_version_;  // a pool any node may see
+    return;
+  }
+  // A pool nobody publishes slices for is in no node's view: its slices bump when they come.
+  if (auto it = pool_nodes_.find(key); it != pool_nodes_.end()) {
+    for (const auto& [node, count] : it->second) ++node_versions_[node];
+  }
+}
+
+void ClusterState::BumpAllocationLocked(const kube::AllocationResult& allocation) {
+  for (const auto& r : allocation.devices.results) BumpPoolLocked(r.driver, r.pool);
+}
+
+namespace {
+
+// Adds (delta > 0) or removes `slice` in the list at `key`.
+void IndexInto(std::map<std::string, std::vector<const kube::ResourceSlice*>, std::less<>>& index,
+               const std::string& key, const kube::ResourceSlice& slice, int delta) {
+  auto& list = index[key];
+  if (delta > 0) {
+    list.push_back(&slice);
+  } else {
+    std::erase(list, &slice);
+  }
+  if (list.empty()) index.erase(key);
+}
+
+}  // namespace
+
+void ClusterState::IndexSliceLocked(const kube::ResourceSlice& slice, int delta) {
+  // Before and after the change, every node that sees the pool is touched.
+  BumpPoolLocked(slice.spec.driver, slice.spec.pool.name);
+  const std::string key = PoolKey(slice.spec.driver, slice.spec.pool.name);
+  IndexInto(pool_slices_, key, slice, delta);
+  if (slice.spec.node_name) IndexInto(node_slices_, *slice.spec.node_name, slice, delta);
+  const bool has_node = slice.spec.node_name && !slice.spec.node_name->empty();
+  if (!has_node) {
+    ++global_version_;
+    if ((pool_shared_[key] += delta) <= 0) pool_shared_.erase(key);
+    return;
+  }
+  ++node_versions_[*slice.spec.node_name];
+  auto& nodes = pool_nodes_[key];
+  if ((nodes[*slice.spec.node_name] += delta) <= 0) nodes.erase(*slice.spec.node_name);
+  if (nodes.empty()) pool_nodes_.erase(key);
+}
+
+const std::vector<const kube::ResourceSlice*>& ClusterState::slices_on_node_locked(
+    std::string_view node) const {
+  static const std::vector<const kube::ResourceSlice*>* const empty =
+      new std::vector<const kube::ResourceSlice*>();
+  auto it = node_slices_.find(node);
+  return it == node_slices_.end() ? *empty : it->second;
+}
+
+const kube::Device* ClusterState::FindDeviceLocked(std::string_view driver, std::string_view pool,
+                                                   std::string_view device) const {
+  auto it = pool_slices_.find(PoolKey(driver, pool));
+  if (it == pool_slices_.end()) return nullptr;
+  for (const kube::ResourceSlice* slice : it->second) {
+    for (const kube::Device& d : slice->spec.devices) {
+      if (d.name == device) return &d;
+    }
+  }
+  return nullptr;
+}
+
+ClusterState::NodeVersion ClusterState::node_version_locked(const std::string& node) const {
+  auto it = node_versions_.find(node);
+  return NodeVersion{global_version_, it == node_versions_.end() ? 0 : it->second};
+}
+
+void ClusterState::RebuildExtendedClassesLocked() {
+  std::vector<const kube::DeviceClass*> classes;
+  classes.reserve(classes_.size());
+  for (const auto& [name, c] : classes_) classes.push_back(&c);
+  extended_classes_ = allocator::ExtendedResourceClasses::Build(classes);
+}
+
+const std::set<std::string>* ClusterState::node_allocatable_locked(const std::string& name) const {
+  auto it = node_allocatable_.find(name);
+  return it == node_allocatable_.end() ? nullptr : &it->second;
 }
 
 absl::Status ClusterState::ApplyClaimLocked(const kube::ResourceClaim& claim) {
@@ -94,6 +238,12 @@ absl::Status ClusterState::ApplyClaimLocked(const kube::ResourceClaim& claim) {
   if (claim.status.allocation) {
     DEVLET_RETURN_IF_ERROR(WithContext(allocated_.Add(*claim.status.allocation),
                                        "ResourceClaim \"" + key + "\": status.allocation"));
+    // Unchanged allocations (a reservedFor update) leave the versions alone.
+    auto old = claims_.find(key);
+    if (old == claims_.end() || !old->second.status.allocation ||
+        !(*old->second.status.allocation == *claim.status.allocation)) {
+      BumpAllocationLocked(*claim.status.allocation);
+    }
   }
   DeleteClaimLocked(key);
   // The claim's own allocation replaces an allocation held for it between reservation and write.
@@ -105,7 +255,10 @@ absl::Status ClusterState::ApplyClaimLocked(const kube::ResourceClaim& claim) {
 void ClusterState::DeleteClaimLocked(const std::string& key) {
   auto it = claims_.find(key);
   if (it == claims_.end()) return;
-  if (it->second.status.allocation) (void)allocated_.Remove(*it->second.status.allocation);
+  if (it->second.status.allocation) {
+    (void)allocated_.Remove(*it->second.status.allocation);
+    BumpAllocationLocked(*it->second.status.allocation);
+  }
   claims_.erase(it);
 }
 
@@ -114,6 +267,7 @@ absl::Status ClusterState::HoldLocked(const std::string& uid,
   ReleaseLocked(uid);
   DEVLET_RETURN_IF_ERROR(allocated_.Add(allocation));
   held_[uid] = allocation;
+  BumpAllocationLocked(allocation);
   return absl::OkStatus();
 }
 
@@ -121,6 +275,7 @@ void ClusterState::ReleaseLocked(const std::string& uid) {
   auto it = held_.find(uid);
   if (it == held_.end()) return;
   (void)allocated_.Remove(it->second);
+  BumpAllocationLocked(it->second);
   held_.erase(it);
 }
 

@@ -346,6 +346,142 @@ status:
   EXPECT_FALSE(state_.IsAllocated("gpu.example.com", "node-b", "gpu-0"));
 }
 
+// Outcomes are kept per node while the node's state is unchanged (Options::reuse_results): every
+// kind of change to a node must reach the next pod of the same shape.
+TEST_F(ExtenderHttpTest, ReusedResultsFollowStateChanges) {
+  StartServer(Mode::kAllocate, {ClaimYaml("one-a", 1), ClaimYaml("one-b", 1)});
+  const std::vector<std::string> all = {"node-a", "node-b", "node-c"};
+  auto passing = [&](const std::string& pod, const std::string& claim) {
+    return Filter(PodJson(pod, {claim}), all)["NodeNames"];
+  };
+  EXPECT_EQ(passing("p1", "one-a"), json({"node-a", "node-b"}));
+  // A bind uses node-b's only GPU: the next pod of the same shape no longer fits there.
+  ASSERT_EQ(Bind("p1", "node-b")["Error"], "");
+  json reply = Filter(PodJson("p2", {"one-b"}), all);
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-b"));
+  // A new slice on node-c.
+  ASSERT_OK_AND_ASSIGN(auto slice, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-c-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-c
+  pool: {name: node-c, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}]
+)"));
+  ASSERT_OK(state_.Apply(slice[0]));
+  EXPECT_EQ(passing("p2", "one-b"), json({"node-a", "node-c"}));
+  // A taint rule on every GPU (global), then gone again.
+  ASSERT_OK_AND_ASSIGN(auto rule, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: all-broken}
+spec:
+  deviceSelector: {driver: gpu.example.com}
+  taint: {key: broken, value: "true", effect: NoSchedule}
+)"));
+  ASSERT_OK(state_.Apply(rule[0]));
+  EXPECT_EQ(passing("p2", "one-b"), json::array());
+  ASSERT_OK(state_.Delete(rule[0]));
+  EXPECT_EQ(passing("p2", "one-b"), json({"node-a", "node-c"}));
+  // Deleting the bound claim frees node-b; deleting node-c's slice takes its GPU away.
+  ASSERT_OK(state_.Delete(kube::Object(*state_.GetClaim("default", "one-a"))));
+  ASSERT_OK(state_.Delete(slice[0]));
+  EXPECT_EQ(passing("p2", "one-b"), json({"node-a", "node-b"}));
+  // A node whose labels change is re-evaluated (a slice selecting nodes by label).
+  ASSERT_OK_AND_ASSIGN(auto labelled, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: rack-gpus}
+spec:
+  driver: gpu.example.com
+  nodeSelector:
+    nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: ["1"]}]}]
+  pool: {name: rack, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}]
+)"));
+  ASSERT_OK(state_.Apply(labelled[0]));
+  EXPECT_EQ(passing("p2", "one-b"), json({"node-a", "node-b"}));
+  ASSERT_OK_AND_ASSIGN(auto node_c, kube::Decode(R"(
+apiVersion: v1
+kind: Node
+metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c, rack: "1"}}
+)"));
+  ASSERT_OK(state_.Apply(node_c[0]));
+  EXPECT_EQ(passing("p2", "one-b"), json({"node-a", "node-b", "node-c"}));
+}
+
+// The same sequence of requests and changes answered with and without reused outcomes gives the
+// same replies, filter and prioritize, in both modes.
+TEST(ExtenderReuseTest, ReuseAnswersLikeFreshAllocation) {
+  for (Mode mode : {Mode::kScore, Mode::kAllocate}) {
+    ClusterState state{allocator::Features{}};
+    ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+    for (const auto& o : objects) ASSERT_OK(state.Apply(o));
+    for (const char* claim : {"a", "b", "c"}) {
+      ASSERT_OK_AND_ASSIGN(auto c, kube::Decode(ClaimYaml(claim, 1)));
+      ASSERT_OK(state.Apply(c[0]));
+    }
+    ASSERT_OK_AND_ASSIGN(auto two, kube::Decode(ClaimYaml("two", 2)));
+    ASSERT_OK(state.Apply(two[0]));
+    MemoryWriter writer(state);
+    Extender reusing(state, writer, {.mode = mode, .reuse_results = true});
+    Extender fresh(state, writer, {.mode = mode, .reuse_results = false});
+    auto compare = [&](const std::string& pod, const std::string& claim) {
+      const std::string body =
+          json({{"Pod", PodJson(pod, {claim})}, {"NodeNames", {"node-a", "node-b", "node-c"}}})
+              .dump();
+      for (int round = 0; round < 2; ++round) {  // the second round answers from kept outcomes
+        EXPECT_EQ(reusing.Filter(body), fresh.Filter(body)) << pod << " round " << round;
+        EXPECT_EQ(reusing.Prioritize(body), fresh.Prioritize(body)) << pod << " round " << round;
+      }
+    };
+    compare("p1", "a");
+    compare("p2", "two");
+    // Allocate node-a's gpu-0 by writing a claim's allocation (what a bind or the plugin does).
+    kube::ResourceClaim a = *state.GetClaim("default", "a");
+    a.status.allocation.emplace();
+    a.status.allocation->devices.results.push_back({"gpus", "gpu.example.com", "node-a", "gpu-0"});
+    ASSERT_OK(state.Apply(a));
+    compare("p3", "b");
+    compare("p4", "two");
+    ASSERT_OK(state.Apply(*state.GetClaim("default", "two")));  // unchanged: nothing moves
+    compare("p5", "two");
+    kube::ResourceClaim b = *state.GetClaim("default", "b");
+    b.status.allocation.emplace();
+    b.status.allocation->devices.results.push_back({"gpus", "gpu.example.com", "node-b", "gpu-0"});
+    ASSERT_OK(state.Apply(b));
+    compare("p6", "c");
+    compare("p7", "two");
+    ASSERT_OK(state.Delete(kube::Object(a)));
+    compare("p8", "c");
+    compare("p9", "two");
+  }
+}
+
+// A node whose status.allocatable lists an extended resource serves it through a device plugin:
+// the claim synthesized for that node leaves the resource out (allocator/extended_resources.h).
+TEST_F(ExtenderHttpTest, ExtendedResourceServedByDevicePluginOnOneNode) {
+  StartServer(Mode::kAllocate, {R"(
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
+status: {allocatable: {example.com/gpu: "8", cpu: "4"}}
+)"});
+  json pod = PodJson("x", {});
+  pod["spec"]["containers"][0]["resources"] = {{"requests", {{"example.com/gpu", "4"}}}};
+  // node-a has 3 DRA GPUs but its device plugin serves the 4; node-b's 1 GPU is too few.
+  json reply = Filter(pod, {"node-a", "node-b"});
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-b"));
+  // Binding there synthesizes no claim.
+  EXPECT_EQ(Bind("x", "node-a")["Error"], "");
+  EXPECT_FALSE(state_.GetClaim("default", "x-extended-resources").has_value());
+  EXPECT_EQ(writer_.bindings().at("default/x"), "node-a");
+}
+
 // ConflictingWriter fails the first status update with a resourceVersion conflict.
 class ConflictingWriter : public MemoryWriter {
  public:

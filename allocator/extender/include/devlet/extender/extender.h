@@ -25,14 +25,17 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "devlet/allocator/allocator.h"
+#include "devlet/allocator/extended_resources.h"
 #include "devlet/allocator/features.h"
 #include "devlet/kube/codec.h"
 
@@ -87,12 +90,37 @@ class ClusterState {
 
   // Internal to the extender (the verbs): the lock, the snapshot, the allocated state.
   std::shared_mutex& mutex() const { return mu_; }
-  const allocator::Snapshot& snapshot_locked() const { return *snapshot_; }
+  // snapshot_locked first applies the slice and class changes collected since the last call (with
+  // the shared or exclusive lock held; see snapshot_mu_).
+  const allocator::Snapshot& snapshot_locked() const;
+  // NodeVersion identifies the state an allocation on one node sees: it changes whenever
+  // anything that allocation depends on may have changed — the node's Node object, the slices
+  // of the pools the node sees and their allocations and holds (tracked per node), classes,
+  // taint rules and node-less slices (tracked globally). Equal versions mean an allocation would
+  // come out the same, which lets the verbs reuse per-node results. Lock held.
+  struct NodeVersion {
+    uint64_t global = 0;
+    uint64_t node = 0;
+    friend bool operator==(const NodeVersion&, const NodeVersion&) = default;
+  };
+  NodeVersion node_version_locked(const std::string& node) const;
   const allocator::AllocatedState& allocated_locked() const { return allocated_; }
   std::vector<const kube::ResourceClaim*> claims_locked() const;
   const std::map<std::string, kube::DeviceClass>& classes_locked() const { return classes_; }
   const std::map<std::string, kube::ResourceSlice>& slices_locked() const { return slices_; }
   const std::map<std::string, kube::Node>& nodes_locked() const { return nodes_; }
+  // The ResourceSlices whose spec.nodeName is `node` (maintained per event, not per request).
+  const std::vector<const kube::ResourceSlice*>& slices_on_node_locked(std::string_view node) const;
+  // FindDeviceLocked returns a device by driver, pool and name, or null.
+  const kube::Device* FindDeviceLocked(std::string_view driver, std::string_view pool,
+                                       std::string_view device) const;
+  // The DeviceClasses serving extended resources (DRAExtendedResource), kept with the classes.
+  const allocator::ExtendedResourceClasses& extended_resource_classes_locked() const {
+    return extended_classes_;
+  }
+  // The names a known Node lists in status.allocatable (served by a device plugin there), or
+  // null for a node without a Node object. Parsed once per Node update, not per request.
+  const std::set<std::string>* node_allocatable_locked(const std::string& name) const;
   const kube::ResourceClaim* FindClaimLocked(std::string_view ns, std::string_view name) const;
   // Hold records `allocation` for the claim with `uid` as in flight (exclusive lock held).
   absl::Status HoldLocked(const std::string& uid, const kube::AllocationResult& allocation);
@@ -103,19 +131,47 @@ class ClusterState {
  private:
   absl::Status ApplyClaimLocked(const kube::ResourceClaim& claim);
   void DeleteClaimLocked(const std::string& key);
+  void RebuildExtendedClassesLocked();
+  // Version bookkeeping (see NodeVersion); exclusive lock held.
+  void BumpPoolLocked(std::string_view driver, std::string_view pool);
+  void BumpAllocationLocked(const kube::AllocationResult& allocation);
+  void IndexSliceLocked(const kube::ResourceSlice& slice, int delta);
+
+  // Compiles nothing; applies `pending_` to `snapshot_` (snapshot_mu_ held).
+  void FlushSnapshot() const;
 
   allocator::Features features_;
   mutable std::shared_mutex mu_;
   std::atomic<bool> synced_{false};
-  std::shared_ptr<const allocator::Snapshot> snapshot_;
+  // Slice and class events are compiled when they arrive (so Apply reports a bad slice) and
+  // collected in pending_; the first reader of the snapshot applies them all at once
+  // (Snapshot::With), so a burst of events — the first sync, a relist — costs one re-index of the
+  // snapshot instead of one per event. Writers of pending_ hold mu_ exclusively; readers hold it
+  // shared and serialize the flush with snapshot_mu_. Once flushed, nothing can change the
+  // snapshot until mu_ is released, so references handed out under the lock stay valid.
+  mutable std::mutex snapshot_mu_;
+  mutable std::atomic<bool> dirty_{false};
+  mutable std::shared_ptr<const allocator::Snapshot> snapshot_;
+  mutable std::optional<allocator::SnapshotChanges> pending_;
   allocator::AllocatedState allocated_;
   std::map<std::string, kube::DeviceClass> classes_;
   std::map<std::string, kube::ResourceSlice> slices_;
   std::map<std::string, kube::DeviceTaintRule> taint_rules_;
   std::map<std::string, kube::ResourceClaim> claims_;  // "ns/name"
   std::map<std::string, kube::Node> nodes_;
+  std::map<std::string, std::set<std::string>> node_allocatable_;
+  allocator::ExtendedResourceClasses extended_classes_;
   std::map<std::string, kube::Pod> pods_;  // "ns/name"
   std::map<std::string, kube::AllocationResult> held_;  // claim uid -> in-flight allocation
+  uint64_t global_version_ = 0;
+  std::unordered_map<std::string, uint64_t> node_versions_;
+  // Per pool (driver + '\0' + pool): the nodes with slices in it (by spec.nodeName, with a slice
+  // count), and how many of its slices have no node name (visible to any node).
+  std::map<std::string, std::map<std::string, int>, std::less<>> pool_nodes_;
+  std::map<std::string, int, std::less<>> pool_shared_;
+  // Slices by spec.nodeName and by pool (pointers into slices_, whose nodes are stable).
+  std::map<std::string, std::vector<const kube::ResourceSlice*>, std::less<>> node_slices_;
+  std::map<std::string, std::vector<const kube::ResourceSlice*>, std::less<>> pool_slices_;
 };
 
 // LoadManifests applies every object in the YAML/JSON files (*.yaml, *.yml, *.json) under `dir`
@@ -174,6 +230,10 @@ struct Options {
   int parallelism = 0;
   // Conflict retries per claim in Bind.
   int bind_retries = 5;
+  // Reuse per-node outcomes of filter and prioritize while a node's state
+  // (ClusterState::NodeVersion) and the pod's claim specs are unchanged. Off: every request
+  // allocates on every node (for measuring the allocator).
+  bool reuse_results = true;
 };
 
 // Counters are what /metrics exports.
@@ -193,6 +253,7 @@ struct Counters {
 class Extender {
  public:
   Extender(ClusterState& state, ClusterWriter& writer, Options options);
+  ~Extender();
 
   // Filter: ExtenderArgs -> ExtenderFilterResult.
   std::string Filter(std::string_view body);
@@ -213,6 +274,8 @@ class Extender {
   Counters counters_;
   std::mutex pods_mu_;
   std::map<std::string, kube::Pod> pods_seen_;  // "ns/name" -> pod from the last Filter
+  struct Cache;  // per-node outcomes (extender.cc)
+  std::unique_ptr<Cache> cache_;
 };
 
 }  // namespace devlet::extender

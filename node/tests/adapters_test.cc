@@ -2,11 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/devices/profile.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
+#include "devlet/kube/codec.h"
+#include "devlet/kube/client.h"
 #include "devlet/node/adapters.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +108,63 @@ TEST_F(AdaptersTest, BackendBindsVfioFromClassConfigAndRestoresOnUnprepare) {
   ASSERT_OK(backend.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "gpu-1"}));
 }
 
+TEST_F(AdaptersTest, MdevClaimIsPreparedAndUnpreparedAcrossARestart) {
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  ASSERT_OK(fake_.AddMdevType("0000:18:00.0", "nvidia-63", "GRID H100-4C", 4));
+  auto discoverer = devices::NewDiscoverer(
+      {.sysfs_root = fake_.Root(),
+       .topology_xml = std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml"});
+  ASSERT_OK_AND_ASSIGN(devices::Inventory inventory, discoverer->Discover());
+  ASSERT_OK_AND_ASSIGN(devices::ProfileConfig profiles,
+                       devices::ParseProfileConfig(
+                           "profiles:\n- {name: vgpu, kind: gpu, match: {pciAddresses: "
+                           "[\"0000:18:00.0\"]}, mdevType: nvidia-63}\n"));
+  ASSERT_OK_AND_ASSIGN(devices::DeviceSet set, devices::BuildDeviceSet(inventory, profiles));
+  ASSERT_NE(set.Find("vgpu-0"), nullptr);
+  const std::string journal = (dir_ / "journal").string();
+  const std::string journal_file = journal + "/claim-uid_vgpu-0.json";
+  std::string uuid;
+  {
+    DevicesBackend backend({.pool = "node-1", .sysfs = &fake_, .journal_dir = journal});
+    backend.SetDevices(set);
+    ASSERT_OK_AND_ASSIGN(dra_kubelet::PreparedDevice prepared, backend.Prepare(Request("vgpu-0")));
+    ASSERT_TRUE(prepared.attributes.contains("mdevUUID"));
+    uuid = std::get<std::string>(prepared.attributes["mdevUUID"]);
+    EXPECT_TRUE(fake_.Exists("bus/mdev/devices/" + uuid));
+    // The parent's address is not offered as a passthrough device, nor its device nodes.
+    EXPECT_FALSE(prepared.attributes.contains("resource.kubernetes.io/pciBusID"));
+    for (const auto& node : prepared.edits.device_nodes) {
+      EXPECT_EQ(node.path.rfind("/dev/dri/", 0), std::string::npos) << node.path;
+    }
+    EXPECT_EQ(std::get<std::string>(prepared.attributes["mdevType"]), "nvidia-63");
+    std::ifstream in(journal_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_THAT(text.str(), ::testing::HasSubstr("\"kind\":\"mdev\""));
+    EXPECT_THAT(text.str(), ::testing::HasSubstr(uuid));
+    // A repeated prepare (kubelet retry) keeps the same instance.
+    ASSERT_OK_AND_ASSIGN(prepared, backend.Prepare(Request("vgpu-0")));
+    EXPECT_EQ(std::get<std::string>(prepared.attributes["mdevUUID"]), uuid);
+  }
+  // devlet-node restarts: a new backend knows the mdev only from the journal.
+  DevicesBackend restarted({.pool = "node-1", .sysfs = &fake_, .journal_dir = journal});
+  restarted.SetDevices(set);
+  ASSERT_OK(restarted.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "vgpu-0"}));
+  EXPECT_FALSE(fake_.Exists("bus/mdev/devices/" + uuid));
+  EXPECT_FALSE(fs::exists(journal_file));
+}
+
+TEST_F(AdaptersTest, JournalThatDoesNotParseFailsUnprepareAndIsKept) {
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  const std::string journal = (dir_ / "journal").string();
+  fs::create_directories(journal);
+  std::ofstream(journal + "/claim-uid_gpu-0.json") << "[{\"kind\":\"teleport\",\"device\":\"x\"}]\n";
+  DevicesBackend backend({.pool = "node-1", .sysfs = &fake_, .journal_dir = journal});
+  EXPECT_THAT(backend.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "gpu-0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("teleport")));
+  EXPECT_TRUE(fs::exists(journal + "/claim-uid_gpu-0.json"));
+}
+
 TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   const std::string cdi_root = (dir_ / "cdi").string();
   ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
@@ -146,6 +206,72 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   EXPECT_THAT(d.edits.env, Contains("A=1"));
   ASSERT_THAT(d.edits.device_nodes, SizeIs(1));
   EXPECT_EQ(d.edits.device_nodes[0].path, "/dev/dri/card1");
+}
+
+TEST(QuantityTest, ParsesCpuAndMemoryQuantities) {
+  EXPECT_THAT(ParseQuantityValue("4", 1000), ::devlet::testing::IsOkAndHolds(4000));
+  EXPECT_THAT(ParseQuantityValue("500m", 1000), ::devlet::testing::IsOkAndHolds(500));
+  EXPECT_THAT(ParseQuantityValue("1.5", 1000), ::devlet::testing::IsOkAndHolds(1500));
+  EXPECT_THAT(ParseQuantityValue("8Gi"), ::devlet::testing::IsOkAndHolds(8LL << 30));
+  EXPECT_THAT(ParseQuantityValue("2e3"), ::devlet::testing::IsOkAndHolds(2000));
+  EXPECT_THAT(ParseQuantityValue("1M"), ::devlet::testing::IsOkAndHolds(1000000));
+  EXPECT_THAT(ParseQuantityValue("4Xi"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseQuantityValue("Gi"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(AdaptersTest, CheckpointViewMapsDraAllocatedCpusToCpuMillisAndMemory) {
+  ASSERT_OK_AND_ASSIGN(auto manifests, kube::ManifestStore::Open({.dir = (dir_ / "m").string()}));
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: cpus, namespace: ml, uid: cpu-claim-uid}
+spec:
+  devices:
+    requests:
+    - name: cpu
+      exactly:
+        deviceClassName: cpu.devlet.io
+        capacity: {requests: {cpus: "2500m", memory: 4Gi}}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: cpu, driver: devlet.io, pool: node-1, device: cpu-numa1, shareID: 8a1c2d3e-0000-4000-8000-000000000001,
+         consumedCapacity: {cpus: "2500m", memory: 4Gi}}
+)", {}));
+  ASSERT_THAT(objects, SizeIs(1));
+  ASSERT_OK(manifests->Create(objects[0]).status());
+
+  const std::string cdi_root = (dir_ / "cdi").string();
+  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
+                                            (dir_ / "state").string(), "devlet.io", cdi_root));
+  dra_kubelet::ClaimRecord record;
+  record.claim = {"ml", "cpus", "cpu-claim-uid"};
+  record.state = dra_kubelet::ClaimState::kPrepareCompleted;
+  record.pod_uids = {"pod-uid"};
+  dra_kubelet::PreparedDeviceRecord device;
+  device.requests = {"cpu"};
+  device.pool = "node-1";
+  device.device = "cpu-numa1";
+  device.prepared.attributes["type"] = std::string("cpu");
+  device.prepared.attributes["resource.kubernetes.io/numaNode"] = std::int64_t{1};
+  record.devices.push_back(device);
+  ASSERT_OK(checkpoint->Put(record));
+
+  CheckpointClaimsView view(checkpoint->store(), cdi_root, manifests.get());
+  std::vector<nri::PreparedClaim> claims = view.ClaimsForPod("pod-uid");
+  ASSERT_THAT(claims, SizeIs(1));
+  EXPECT_EQ(claims[0].cpu_millis, 2500);
+  EXPECT_EQ(claims[0].memory_limit_bytes, 4LL << 30);
+  ASSERT_THAT(claims[0].devices, SizeIs(1));
+  EXPECT_THAT(claims[0].devices[0].numa_nodes, ElementsAre(1));
+  // Cached per claim UID: the claim may go away from the store while the pod runs.
+  ASSERT_OK(manifests->Delete(kube::Kind::kResourceClaim, {.namespace_name = "ml", .name = "cpus"}));
+  EXPECT_EQ(view.ClaimsForPod("pod-uid")[0].cpu_millis, 2500);
+
+  // Without a claim store only the NUMA alignment is served.
+  CheckpointClaimsView plain(checkpoint->store(), cdi_root);
+  EXPECT_FALSE(plain.ClaimsForPod("pod-uid")[0].cpu_millis.has_value());
 }
 
 }  // namespace

@@ -16,10 +16,13 @@
 //   CheckpointClaimsView view(checkpoint->store(), cdi_root, numa_of_cpu_devices);
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "devlet/devices/actions.h"
@@ -46,6 +49,10 @@ class StoreClaimSource final : public dra_kubelet::ClaimSource {
   kube::ObjectStore& store_;
 };
 
+// kMdevUuidAttribute is the device-metadata attribute of a prepared mediated device: its UUID,
+// which KubeVirt looks for before pciBusID (unqualified; not yet a standard name).
+inline constexpr std::string_view kMdevUuidAttribute = "mdevUUID";
+
 // DevicesBackendOptions configures a DevicesBackend.
 struct DevicesBackendOptions {
   // The node's pool (the node name): requests for other pools are refused.
@@ -61,9 +68,11 @@ struct DevicesBackendOptions {
 
 // DevicesBackend prepares the node's devices. Prepare looks the device up in the current set,
 // runs its preparation (vfio-pci when the profile or the DeviceClass config asks for it, SR-IOV
-// VFs, init command), journaling every step to `<journal_dir>/<claim uid>_<device>.json` before it
+// VFs, a mediated device, init command), journaling every step to `<journal_dir>/<claim uid>_<device>.json` before it
 // is done, and returns the container edits: the device nodes of the function as bound now plus
-// DEVLET_DEVICE_<NAME>=<pool>/<device> and the configured environment. Unprepare undoes the
+// DEVLET_DEVICE_<NAME>=<pool>/<device> and the configured environment. A mediated device gets
+// no node of its parent: its attributes carry mdevUUID (and no pciBusID, which would name the
+// parent), and its own vfio group node when sysfs shows one. Unprepare undoes the
 // journaled actions in reverse order and removes the journal. Both are idempotent.
 class DevicesBackend final : public dra_kubelet::DeviceBackend {
  public:
@@ -88,16 +97,38 @@ class DevicesBackend final : public dra_kubelet::DeviceBackend {
 // CheckpointClaimsView answers the NRI plugin from the state/ checkpoint: the claims recorded as
 // PrepareCompleted for a pod, each device with its CDI device IDs, the CDI edits resolved from the
 // claim's own CDI spec files, and its NUMA node (attribute resource.kubernetes.io/numaNode).
+//
+// DRA-allocated CPU and memory: for a claim with CPU devices (attribute type=cpu), the
+// capacity its allocation consumed (status.allocation.devices.results[].consumedCapacity
+// "cpus" and "memory", read once per claim UID from `claims` and cached: an allocation never
+// changes under one UID) becomes the claim's cpu_millis and memory_limit_bytes (the NRI plugin
+// turns them into CFS quota, shares and a memory limit; the CPU devices' numaNode aligns the
+// cpuset). Without `claims`, or when the claim cannot be read, only the NUMA alignment applies.
 class CheckpointClaimsView final : public nri::PreparedClaimsView {
  public:
-  // `store` must outlive the view.
-  CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root);
+  // `store` (and `claims`, may be null) must outlive the view.
+  CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root,
+                       kube::ObjectStore* claims = nullptr);
 
   std::vector<nri::PreparedClaim> ClaimsForPod(std::string_view pod_uid) const override;
 
  private:
+  // CpuAllocation is what a claim's allocation consumed from CPU devices.
+  struct CpuAllocation {
+    std::optional<std::int64_t> cpu_millis;
+    std::optional<std::int64_t> memory_bytes;
+  };
+  std::optional<CpuAllocation> CpuAllocationOf(const state::PreparedClaim& claim) const;
+
   state::CheckpointStore& store_;
   std::string cdi_root_;
+  kube::ObjectStore* claims_;
+  mutable std::mutex cache_mu_;
+  mutable std::map<std::string, CpuAllocation> cache_;  // by claim UID
 };
+
+// ParseQuantityValue converts a Kubernetes quantity ("500m", "4", "1.5", "8Gi", "2e3") to a
+// number, scaled by `scale` (1000 for millis) and rounded up; InvalidArgument otherwise.
+absl::StatusOr<std::int64_t> ParseQuantityValue(std::string_view text, std::int64_t scale = 1);
 
 }  // namespace devlet::node

@@ -2,6 +2,12 @@
 //
 //   devlet-node --node-name node-1 --manifests /etc/devlet/manifests            # standalone
 //   devlet-node --node-name node-1 --manifests DIR --topology-xml X --sysfs-root S   # simulated
+//   devlet-node --node-name node-1 --kubeconfig ~/.kube/config                  # API server
+//   devlet-node --node-name node-1          # in a pod: in-cluster config (or $KUBECONFIG)
+//
+// Without --manifests the kube-apiserver is found like client-go does: --kubeconfig, else
+// $KUBECONFIG, else the in-cluster service account, else ~/.kube/config. Slices are then published
+// once the Node object exists, owned by it.
 //
 // SIGTERM / SIGINT: graceful stop (kubelet registration socket removed first, then the DRA
 // socket, then NRI). Exit 0 after a clean stop, 1 when start-up fails, 2 on bad flags.
@@ -16,6 +22,8 @@
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/client.h"
+#include "devlet/kube/kubeconfig.h"
+#include "devlet/kube/rest_client.h"
 #include "devlet/node/agent.h"
 #include "devlet/node/health_server.h"
 
@@ -48,9 +56,16 @@ int main(int argc, char** argv) {
   AddFlag(app, "--state-dir", options.state_dir,
           "Checkpoint and preparation journals (default: the plugin's data directory)");
   AddFlag(app, "--healthcheck-port", healthcheck_port,
-          "TCP port for the HTTP health endpoint /healthz on localhost; < 0 disables");
+          "TCP port of /healthz and /metrics on localhost (0: any free port); < 0 disables");
   AddFlag(app, "--kubeconfig", kubeconfig,
-          "Kubeconfig for the kube-apiserver (not yet supported: use --manifests)");
+          "Kubeconfig for the kube-apiserver; empty: $KUBECONFIG, in-cluster, ~/.kube/config");
+  double kube_api_qps = 5;
+  int kube_api_burst = 10;
+  AddFlag(app, "--kube-api-qps", kube_api_qps, "Client-side QPS limit towards the API server");
+  AddFlag(app, "--kube-api-burst", kube_api_burst, "Client-side burst towards the API server");
+  int health_seconds = 5;
+  AddFlag(app, "--health-check-interval-seconds", health_seconds,
+          "Check device health this often (taints and the kubelet's health stream); 0 disables");
   AddFlag(app, "--feature-gates", feature_gates, "Feature gates, A=true,B=false");
   AddFlag(app, "--nri-socket", options.nri_socket,
           "The runtime's NRI socket; empty disables NRI unless NRI_PLUGIN_SOCKET is set");
@@ -92,24 +107,49 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.cdi_policy = *policy;
-  if (!kubeconfig.empty() || (manifests.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
-    std::cerr << "devlet-node: talking to a kube-apiserver (--kubeconfig or in-cluster config) is "
-                 "not yet supported; run standalone with --manifests DIR\n";
+  if (!manifests.empty() && !kubeconfig.empty()) {
+    std::cerr << "devlet-node: --manifests and --kubeconfig exclude each other\n";
     return 2;
   }
-  if (manifests.empty()) {
-    std::cerr << "devlet-node: --manifests DIR is required (the API server client is not yet "
-                 "supported)\n";
+  if (rescan_seconds < 0 || health_seconds < 0) {
+    std::cerr << "devlet-node: --rescan-interval-seconds and --health-check-interval-seconds "
+                 "must be >= 0\n";
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<devlet::kube::ManifestStore>> store =
-      devlet::kube::ManifestStore::Open({.dir = manifests});
-  if (!store.ok()) {
-    logger.Error(store.status(), "Cannot open the manifest directory");
-    return 1;
+  options.health_interval = std::chrono::seconds(health_seconds);
+  std::unique_ptr<devlet::kube::ObjectStore> store;
+  if (!manifests.empty()) {
+    absl::StatusOr<std::unique_ptr<devlet::kube::ManifestStore>> opened =
+        devlet::kube::ManifestStore::Open({.dir = manifests});
+    if (!opened.ok()) {
+      logger.Error(opened.status(), "Cannot open the manifest directory");
+      return 1;
+    }
+    store = *std::move(opened);
+    logger.Info("Standalone mode", "manifests", manifests);
+  } else {
+    absl::StatusOr<devlet::kube::RestConfig> config = devlet::kube::LoadRestConfig(kubeconfig);
+    if (!config.ok()) {
+      logger.Error(config.status(),
+                   "No API server configuration (use --kubeconfig, or --manifests DIR to run "
+                   "standalone)");
+      return 2;
+    }
+    config->qps = kube_api_qps;
+    config->burst = kube_api_burst;
+    config->user_agent = "devlet-node/" + options.node_name;
+    absl::StatusOr<std::unique_ptr<devlet::kube::ApiServerStore>> created =
+        devlet::kube::ApiServerStore::Create(*config);
+    if (!created.ok()) {
+      logger.Error(created.status(), "Cannot create the API server client");
+      return 2;
+    }
+    store = *std::move(created);
+    options.wait_for_node = true;
+    logger.Info("API server mode", "server", config->server);
   }
   absl::StatusOr<std::unique_ptr<devlet::node::Agent>> agent =
-      devlet::node::Agent::Start(options, **store);
+      devlet::node::Agent::Start(options, *store);
   if (!agent.ok()) {
     logger.Error(agent.status(), "devlet-node cannot start");
     return 1;
@@ -118,7 +158,9 @@ int main(int argc, char** argv) {
   if (healthcheck_port >= 0) {
     devlet::node::Agent* raw = agent->get();
     absl::StatusOr<std::unique_ptr<devlet::node::HealthServer>> started =
-        devlet::node::HealthServer::Start(healthcheck_port, [raw] { return raw->Healthy(); });
+        devlet::node::HealthServer::Start(
+            healthcheck_port, [raw] { return raw->Healthy(); },
+            [raw] { return raw->MetricsText(); });
     if (!started.ok()) {
       logger.Error(started.status(), "Cannot serve the health endpoint");
       (*agent)->Stop();

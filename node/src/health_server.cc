@@ -13,8 +13,8 @@
 
 namespace devlet::node {
 
-absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port,
-                                                                  std::function<bool()> probe) {
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
+    int port, std::function<bool()> probe, std::function<std::string()> metrics) {
   if (port < 0 || port > 65535) return InvalidArgument("health port out of range");
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoToStatus(errno, "creating the health socket");
@@ -31,11 +31,13 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port,
   }
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<HealthServer>(new HealthServer(fd, ntohs(addr.sin_port), std::move(probe)));
+  return std::unique_ptr<HealthServer>(
+      new HealthServer(fd, ntohs(addr.sin_port), std::move(probe), std::move(metrics)));
 }
 
-HealthServer::HealthServer(int fd, int port, std::function<bool()> probe)
-    : fd_(fd), port_(port), probe_(std::move(probe)) {
+HealthServer::HealthServer(int fd, int port, std::function<bool()> probe,
+                           std::function<std::string()> metrics)
+    : fd_(fd), port_(port), probe_(std::move(probe)), metrics_(std::move(metrics)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -64,14 +66,32 @@ void HealthServer::Loop() {
     }
     std::string status = "404 Not Found";
     std::string body = "not found\n";
-    if (request.rfind("GET /healthz", 0) == 0) {
+    std::string content_type = "text/plain";
+    // The request line: METHOD SP PATH[?query] SP VERSION.
+    std::string line = request.substr(0, request.find("\r\n"));
+    std::string method = line.substr(0, line.find(' '));
+    std::string path;
+    if (auto sp = line.find(' '); sp != std::string::npos) {
+      path = line.substr(sp + 1, line.find(' ', sp + 1) - sp - 1);
+      path = path.substr(0, path.find('?'));
+    }
+    if (method != "GET" && method != "HEAD") {
+      status = "405 Method Not Allowed";
+      body = "only GET\n";
+    } else if (path == "/healthz") {
       bool healthy = probe_();
       status = healthy ? "200 OK" : "503 Service Unavailable";
       body = healthy ? "ok\n" : "unhealthy\n";
+    } else if (path == "/metrics" && metrics_) {
+      status = "200 OK";
+      body = metrics_();
+      content_type = "text/plain; version=0.0.4; charset=utf-8";
     }
-    std::string response = "HTTP/1.1 " + status +
-                           "\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n" + body;
+    // HEAD: the headers GET would send (Content-Length included), no body.
+    std::string response = "HTTP/1.1 " + status + "\r\nContent-Type: " + content_type +
+                           "\r\nConnection: close\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" +
+                           (method == "HEAD" ? std::string() : body);
     (void)::send(client, response.data(), response.size(), MSG_NOSIGNAL);
     ::close(client);
   }

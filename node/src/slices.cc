@@ -210,6 +210,9 @@ absl::StatusOr<PublishResult> SlicePublisher::Publish(const devices::DeviceSet& 
     for (kube::ResourceSlice& slice : desired) slice.metadata.owner_references = {owner};
   } else if (!absl::IsNotFound(node.status())) {
     return WithContext(node.status(), "reading Node " + options_.node_name);
+  } else if (options_.require_node) {
+    return FailedPrecondition("Node " + options_.node_name +
+                              " does not exist (yet): its ResourceSlices are published once it does");
   }
   kube::ListOptions mine;
   mine.field_node_name = options_.node_name;

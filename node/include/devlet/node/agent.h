@@ -12,10 +12,23 @@
 //   4. the NRI plugin, once the kubelet has confirmed registration (NotifyRegistrationStatus),
 //      through the runtime's socket (--nri-socket) or the pre-launched socket the runtime passed
 //      in NRI_PLUGIN_SOCKET;
-//   5. a rescan loop: republish when the hardware changed, repair slices changed behind our back.
-// Stop, in order: rescans, the kubelet plugin (registration socket removed first, then the DRA
-// socket), the NRI plugin. Slices stay published (the kubelet removes them when the driver
-// deregisters; a restart republishes the same generation).
+//   5. a devices::DeviceWatcher that rescans on kernel uevents (debounced) and every
+//      rescan_interval, republishing only when the devices changed; and a control loop that
+//      checks device health (unhealthy devices get a taint in the published slices and
+//      Unhealthy in the kubelet's health stream; recovery removes both) and repairs our slices
+//      when they were changed or deleted behind our back (a watch on them wakes the loop at
+//      once: the kubelet wipes a node's slices when it starts). With wait_for_node, slices are
+//      published once the Node object exists, and owned by it.
+// Preparation actions are journaled per claim and device under state_dir/preparation; VFs that
+// devlet created are tracked in state_dir/sriov-ledger and removed with their last user.
+// Stop, in order: the device watcher, the control loop and the slice watch, the kubelet plugin
+// (registration socket removed first, then the DRA socket), the NRI plugin. Slices stay
+// published (the kubelet removes them when the driver deregisters; a restart republishes the
+// same generation).
+//
+// Metrics (metrics.h names): per-device prepare/unprepare counts and latency, NRI event counts and
+// latency, devices by health, slice generation and publishes, registration and NRI connection,
+// prepared claims.
 //
 //   DEVLET_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, Agent::Start(options, store));
 //   ... wait for SIGTERM ...
@@ -35,7 +48,9 @@
 #include "absl/status/statusor.h"
 #include "devlet/devices/inventory.h"
 #include "devlet/devices/profile.h"
+#include "devlet/devices/watcher.h"
 #include "devlet/kube/client.h"
+#include "devlet/node/metrics.h"
 #include "devlet/nri/devlet_plugin.h"
 
 namespace devlet::node {
@@ -66,6 +81,17 @@ struct AgentOptions {
   bool nri_after_registration = true;
   // How often to rescan the hardware and check the published slices; 0 disables.
   std::chrono::milliseconds rescan_interval{std::chrono::seconds(30)};
+  // How often to check device health (needs sysfs); 0 disables health monitoring, and then the
+  // kubelet's health service answers Unimplemented.
+  std::chrono::milliseconds health_interval{std::chrono::seconds(5)};
+  // Publish only once the Node object exists and own the slices by it (API server mode).
+  bool wait_for_node = false;
+  // Watch our ResourceSlices and repair them as soon as they change (off: only at rescans).
+  bool watch_slices = true;
+  // Kernel uevents that trigger a rescan (hot-plug, driver binding), not owned; tests and
+  // simulated nodes pass a devices::ManualUeventSource. nullptr: the kernel's netlink socket on
+  // a real machine (sysfs_root /sys without a topology XML), else periodic rescans only.
+  devices::UeventSource* uevent_source = nullptr;
 };
 
 // AgentStatus is a snapshot for logs, the health endpoint and tests.
@@ -79,6 +105,10 @@ struct AgentStatus {
   bool nri_connected = false;
   std::string dra_socket;
   std::string registrar_socket;
+  // wait_for_node: whether the Node object was found (slices are published only then).
+  bool node_found = false;
+  // Devices the health monitor holds unhealthy (each has a taint in the published slices).
+  int unhealthy_devices = 0;
 };
 
 // Agent runs devlet-node. Thread-safe.
@@ -98,6 +128,15 @@ class Agent {
   AgentStatus Status() const;
   // Healthy: the kubelet plugin is serving and, when NRI is on and started, connected.
   bool Healthy() const;
+
+  // MetricsText renders the agent's metrics in the Prometheus text format (for /metrics).
+  std::string MetricsText();
+  // metrics returns the registry (tests read values from it).
+  MetricsRegistry& metrics();
+
+  // CheckHealthNow runs one health check and republishes when health changed (tests; the control
+  // loop does this every health_interval). Returns the number of unhealthy devices.
+  int CheckHealthNow();
 
   class Impl;
 

@@ -36,6 +36,10 @@ struct SliceOptions {
   std::string node_name;
   // Device taints by device name (from health monitoring), copied into the devices.
   std::map<std::string, std::vector<kube::DeviceTaint>> taints;
+  // Publish only when the Node object exists (API server mode: the slices are owned by the Node,
+  // so the garbage collector removes them with it, and the kubelet expects them so). Publish then
+  // fails with FailedPrecondition while the Node is missing.
+  bool require_node = false;
 };
 
 // ToKubeDevice converts one devices/ device into a slice device; InvalidArgument when a

@@ -1,0 +1,292 @@
+// The wired Agent on the simulated GPU server (hwloc XML + fake sysfs tree), through its real
+// interfaces: ResourceSlices in a manifest directory, /healthz and /metrics over HTTP, the
+// kubelet's DRAResourceHealth stream over the DRA socket, and hot-plug through uevents.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devlet/common/testing/status_matchers.h"
+#include "devlet/devices/testing/fake_sysfs.h"
+#include "devlet/devices/watcher.h"
+#include "devlet/kube/client.h"
+#include "devlet/node/agent.h"
+#include "devlet/node/health_server.h"
+#include "devlet/node/metrics.h"
+#include "dra-health/v1/api.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace devlet::node {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+constexpr char kNic0[] = "0000:1a:00.0";  // nic-0 of the GPU server
+constexpr char kGpu7[] = "0000:b9:00.0";  // gpu-7
+
+// HttpGet sends one request to 127.0.0.1:port and returns the whole response.
+std::string HttpRequest(int port, const std::string& method, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  std::string request = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  ::close(fd);
+  return response;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("NRI_PLUGIN_SOCKET");
+    dir_ = fs::path("/tmp") / ("node-agent-" + std::to_string(::getpid()) + "-" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "manifests");
+    ASSERT_OK(devices::testing::AddGpuServer(fake_));
+    ASSERT_OK_AND_ASSIGN(store_, kube::ManifestStore::Open({.dir = (dir_ / "manifests").string()}));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  AgentOptions Options() {
+    AgentOptions options;
+    options.node_name = "node-1";
+    options.cdi_root = (dir_ / "cdi").string();
+    options.registrar_dir = (dir_ / "registry").string();
+    options.plugins_dir = (dir_ / "plugins").string();
+    options.sysfs_root = fake_.Root();
+    options.topology_xml = std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml";
+    options.nri_socket = "";
+    options.rescan_interval = 0ms;
+    options.health_interval = std::chrono::hours(1);  // the tests call CheckHealthNow
+    return options;
+  }
+
+  // Taints returns the taints of every published device that has some.
+  std::map<std::string, std::vector<kube::DeviceTaint>> Taints() {
+    std::map<std::string, std::vector<kube::DeviceTaint>> out;
+    absl::StatusOr<std::vector<kube::ResourceSlice>> slices =
+        kube::ListAs<kube::ResourceSlice>(*store_, {.field_driver = "devlet.io"});
+    EXPECT_OK(slices.status());
+    if (!slices.ok()) return out;
+    for (const kube::ResourceSlice& slice : *slices) {
+      for (const kube::Device& device : slice.spec.devices) {
+        if (!device.taints.empty()) out[device.name] = device.taints;
+      }
+    }
+    return out;
+  }
+
+  // DeviceNames returns the published device names.
+  std::vector<std::string> DeviceNames() {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<kube::ResourceSlice>> slices =
+        kube::ListAs<kube::ResourceSlice>(*store_, {.field_driver = "devlet.io"});
+    if (!slices.ok()) return out;
+    for (const kube::ResourceSlice& slice : *slices) {
+      for (const kube::Device& device : slice.spec.devices) out.push_back(device.name);
+    }
+    return out;
+  }
+
+  fs::path dir_;
+  devices::testing::FakeSysfs fake_;
+  std::unique_ptr<kube::ManifestStore> store_;
+};
+
+TEST_F(AgentTest, HealthTaintsFollowLinkAndRemovalAndGoAwayOnRecovery) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
+  EXPECT_EQ(agent->CheckHealthNow(), 0);
+  EXPECT_THAT(Taints(), IsEmpty());
+  std::int64_t generation = agent->Status().slice_generation;
+
+  // nic-0's link goes down: NoSchedule.
+  ASSERT_OK(fake_.SetOperstate(kNic0, "down"));
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  auto taints = Taints();
+  ASSERT_EQ(taints.size(), 1u);
+  ASSERT_TRUE(taints.contains("nic-0"));
+  EXPECT_EQ(taints["nic-0"][0].key, "devlet.io/unhealthy");
+  EXPECT_EQ(taints["nic-0"][0].value, "LinkDown");
+  EXPECT_EQ(taints["nic-0"][0].effect, "NoSchedule");
+  EXPECT_TRUE(taints["nic-0"][0].time_added.has_value());
+  EXPECT_GT(agent->Status().slice_generation, generation);
+  // Nothing changed: no new generation (the taint keeps its timeAdded).
+  generation = agent->Status().slice_generation;
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  EXPECT_EQ(agent->Status().slice_generation, generation);
+
+  // gpu-7 falls off the bus (no rescan yet): NoExecute on it as well.
+  ASSERT_OK(fake_.RemovePciDevice(kGpu7));
+  EXPECT_EQ(agent->CheckHealthNow(), 2);
+  taints = Taints();
+  ASSERT_TRUE(taints.contains("gpu-7"));
+  EXPECT_EQ(taints["gpu-7"][0].value, "DeviceRemoved");
+  EXPECT_EQ(taints["gpu-7"][0].effect, "NoExecute");
+  EXPECT_EQ(agent->metrics().Value(kDevicesMetric, {{"health", "Unhealthy"}}), 0)
+      << "gauges are collected at scrape time";
+  std::string metrics = agent->MetricsText();
+  EXPECT_THAT(metrics, HasSubstr("devlet_node_devices{health=\"Unhealthy\"} 2\n"));
+
+  // The link comes back: nic-0's taint goes, gpu-7's stays.
+  ASSERT_OK(fake_.SetOperstate(kNic0, "up"));
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  taints = Taints();
+  EXPECT_FALSE(taints.contains("nic-0"));
+  EXPECT_TRUE(taints.contains("gpu-7"));
+  agent->Stop();
+}
+
+TEST_F(AgentTest, MetricsAndHealthzOverHttp) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
+  Agent* raw = agent.get();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<HealthServer> server,
+                       HealthServer::Start(
+                           0, [raw] { return raw->Healthy(); }, [raw] { return raw->MetricsText(); }));
+  std::string healthz = HttpRequest(server->port(), "GET", "/healthz");
+  EXPECT_THAT(healthz, HasSubstr("HTTP/1.1 200 OK"));
+  EXPECT_THAT(healthz, HasSubstr("\r\n\r\nok\n"));
+
+  std::string metrics = HttpRequest(server->port(), "GET", "/metrics?x=1");
+  EXPECT_THAT(metrics, HasSubstr("HTTP/1.1 200 OK"));
+  EXPECT_THAT(metrics, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(metrics, HasSubstr("# TYPE devlet_node_device_prepare_total counter\n"));
+  EXPECT_THAT(metrics,
+              HasSubstr("# TYPE devlet_node_device_prepare_duration_seconds histogram\n"));
+  EXPECT_THAT(metrics, HasSubstr("devlet_node_devices{health=\"Healthy\"} 12\n"));
+  EXPECT_THAT(metrics, HasSubstr("devlet_node_resourceslice_generation 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("devlet_node_kubelet_registered 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("devlet_node_prepared_claims 0\n"));
+
+  std::string head = HttpRequest(server->port(), "HEAD", "/healthz");
+  EXPECT_THAT(head, HasSubstr("Content-Length: 3\r\n"));
+  EXPECT_THAT(head, Not(HasSubstr("ok\n")));
+  EXPECT_THAT(HttpRequest(server->port(), "POST", "/healthz"), HasSubstr("405"));
+  EXPECT_THAT(HttpRequest(server->port(), "GET", "/nope"), HasSubstr("404"));
+
+  // Without the DRA socket the agent is not healthy.
+  fs::remove(agent->Status().dra_socket);
+  EXPECT_THAT(HttpRequest(server->port(), "GET", "/healthz"),
+              HasSubstr("HTTP/1.1 503 Service Unavailable"));
+  server->Stop();
+  agent->Stop();
+}
+
+TEST_F(AgentTest, KubeletHealthStreamReportsUnhealthyAndRecovery) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
+  auto channel = grpc::CreateChannel("unix://" + agent->Status().dra_socket,
+                                     grpc::InsecureChannelCredentials());
+  auto health = ::v1::DRAResourceHealth::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto reader = health->NodeWatchResources(&context, {});
+  ::v1::NodeWatchResourcesResponse snapshot;
+  ASSERT_TRUE(reader->Read(&snapshot));
+  auto health_of = [&](const std::string& device) {
+    for (const auto& entry : snapshot.devices()) {
+      if (entry.device().device_name() == device) return static_cast<int>(entry.health());
+    }
+    return -1;
+  };
+  EXPECT_EQ(health_of("nic-0"), ::v1::HEALTHY);
+  EXPECT_EQ(snapshot.devices(0).device().pool_name(), "node-1");
+
+  ASSERT_OK(fake_.SetOperstate(kNic0, "down"));
+  agent->CheckHealthNow();
+  bool unhealthy = false;
+  for (int i = 0; i < 10 && !unhealthy && reader->Read(&snapshot); ++i) {
+    unhealthy = health_of("nic-0") == ::v1::UNHEALTHY;
+  }
+  ASSERT_TRUE(unhealthy);
+  for (const auto& entry : snapshot.devices()) {
+    if (entry.device().device_name() == "nic-0") {
+      EXPECT_THAT(entry.message(), HasSubstr("LinkDown"));
+    }
+  }
+
+  ASSERT_OK(fake_.SetOperstate(kNic0, "up"));
+  agent->CheckHealthNow();
+  bool healthy = false;
+  for (int i = 0; i < 10 && !healthy && reader->Read(&snapshot); ++i) {
+    healthy = health_of("nic-0") == ::v1::HEALTHY;
+  }
+  EXPECT_TRUE(healthy);
+  context.TryCancel();
+  reader->Finish();
+  agent->Stop();
+}
+
+TEST_F(AgentTest, UeventRescanRepublishesWithoutTheUnpluggedDevice) {
+  devices::ManualUeventSource uevents;
+  AgentOptions options = Options();
+  options.uevent_source = &uevents;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store_));
+  std::vector<std::string> before = DeviceNames();
+  ASSERT_THAT(before, ::testing::Contains("gpu-7"));
+  std::int64_t generation = agent->Status().slice_generation;
+
+  // An irrelevant event changes nothing.
+  uevents.Push({.action = "change", .devpath = "/devices/virtual/block/loop0", .subsystem = "block"});
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(agent->Status().slice_generation, generation);
+
+  ASSERT_OK(fake_.RemovePciDevice(kGpu7));
+  uevents.Push({.action = "remove",
+                .devpath = "/devices/pci0000:b7/0000:b7:02.0/0000:b9:00.0",
+                .subsystem = "pci"});
+  for (int i = 0; i < 100 && agent->Status().slice_generation == generation; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GT(agent->Status().slice_generation, generation);
+  std::vector<std::string> after = DeviceNames();
+  EXPECT_THAT(after, Not(::testing::Contains("gpu-7")));
+  EXPECT_EQ(after.size(), before.size() - 1);
+  // Gone devices lose their health state too (nothing left to taint).
+  EXPECT_EQ(agent->CheckHealthNow(), 0);
+  agent->Stop();
+}
+
+TEST_F(AgentTest, DeletedSlicesAreRepairedThroughTheWatch) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::ResourceSlice> slices,
+                       kube::ListAs<kube::ResourceSlice>(*store_, {.field_driver = "devlet.io"}));
+  ASSERT_FALSE(slices.empty());
+  for (const kube::ResourceSlice& slice : slices) {
+    ASSERT_OK(store_->Delete(kube::Kind::kResourceSlice, {.name = slice.metadata.name}));
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < 100 && names.empty(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    names = DeviceNames();
+  }
+  EXPECT_EQ(names.size(), 12u);  // 8 GPUs, 2 NICs, 2 CPU devices
+  agent->Stop();
+}
+
+}  // namespace
+}  // namespace devlet::node

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "devlet/common/files.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/client.h"
@@ -95,44 +96,6 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return out.str();
 }
 
-// WriteAtomically writes `data` to `path` through a temp file in the same directory, fsyncs it,
-// renames it over `path` and fsyncs the directory.
-absl::Status WriteAtomically(const std::string& path, std::string_view data) {
-  fs::path target(path);
-  std::string tmp =
-      (target.parent_path() / ("." + target.filename().string() + ".tmp")).string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoToStatus(errno, "creating " + tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int saved = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoToStatus(saved, "writing " + tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int saved = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoToStatus(saved, "syncing " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int saved = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoToStatus(saved, "renaming " + tmp + " to " + path);
-  }
-  int dir = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return absl::OkStatus();
-}
-
 std::string Lower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -166,6 +129,9 @@ class PollingWatch final : public Watcher {
         options_(std::move(options)),
         callback_(std::move(callback)),
         interval_(interval) {
+    // The current state is reported before the constructor returns, so that an ADDED event can
+    // never arrive after (and undo) a write the caller makes once Watch has returned.
+    Poll();
     thread_ = std::thread([this] { Loop(); });
   }
   ~PollingWatch() override { Stop(); }
@@ -180,32 +146,37 @@ class PollingWatch final : public Watcher {
   }
 
  private:
-  void Loop() {
-    std::map<ObjectKey, Object> seen;
-    while (true) {
-      absl::StatusOr<std::vector<Object>> objects = store_.List(kind_, options_);
-      if (objects.ok()) {
-        std::map<ObjectKey, Object> now;
-        for (Object& object : *objects) now.emplace(KeyOf(object), std::move(object));
-        for (const auto& [key, object] : now) {
-          auto it = seen.find(key);
-          if (it == seen.end()) {
-            callback_(WatchEvent{WatchEvent::Type::kAdded, object});
-          } else if (MetadataOf(it->second).resource_version !=
-                     MetadataOf(object).resource_version) {
-            callback_(WatchEvent{WatchEvent::Type::kModified, object});
-          }
-        }
-        for (const auto& [key, object] : seen) {
-          if (!now.contains(key)) callback_(WatchEvent{WatchEvent::Type::kDeleted, object});
-        }
-        seen = std::move(now);
-      } else {
-        log::Logger().V(2).Info("Watch cannot list", "kind", KindName(kind_), "err",
-                                objects.status());
+  // Poll lists once and reports the differences from the last list.
+  void Poll() {
+    absl::StatusOr<std::vector<Object>> objects = store_.List(kind_, options_);
+    if (!objects.ok()) {
+      log::Logger().V(2).Info("Watch cannot list", "kind", KindName(kind_), "err",
+                              objects.status());
+      return;
+    }
+    std::map<ObjectKey, Object> now;
+    for (Object& object : *objects) now.emplace(KeyOf(object), std::move(object));
+    for (const auto& [key, object] : now) {
+      auto it = seen_.find(key);
+      if (it == seen_.end()) {
+        callback_(WatchEvent{WatchEvent::Type::kAdded, object});
+      } else if (MetadataOf(it->second).resource_version != MetadataOf(object).resource_version) {
+        callback_(WatchEvent{WatchEvent::Type::kModified, object});
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, interval_, [this] { return stop_; })) return;
+    }
+    for (const auto& [key, object] : seen_) {
+      if (!now.contains(key)) callback_(WatchEvent{WatchEvent::Type::kDeleted, object});
+    }
+    seen_ = std::move(now);
+  }
+
+  void Loop() {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (cv_.wait_for(lock, interval_, [this] { return stop_; })) return;
+      }
+      Poll();
     }
   }
 
@@ -214,6 +185,7 @@ class PollingWatch final : public Watcher {
   const ListOptions options_;
   WatchCallback callback_;
   const std::chrono::milliseconds interval_;
+  std::map<ObjectKey, Object> seen_;  // only the watch's thread touches it after construction
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -404,7 +376,7 @@ absl::StatusOr<Object> ManifestStore::Create(const Object& object) {
   std::string file = FileFor(stored);
   EncodeOptions encode;
   encode.indent = 2;
-  DEVLET_RETURN_IF_ERROR(WithContext(WriteAtomically(file, EncodeJson(stored, encode) + "\n"),
+  DEVLET_RETURN_IF_ERROR(WithContext(WriteFileAtomically(file, EncodeJson(stored, encode) + "\n"),
                                      "creating " + Describe(stored)));
   meta.resource_version = ResourceVersionOf(stored);
   return stored;
@@ -445,7 +417,7 @@ absl::StatusOr<Object> ManifestStore::Replace(const Object& object, bool status_
     EncodeOptions encode;
     encode.indent = 2;
     DEVLET_RETURN_IF_ERROR(WithContext(
-        WriteAtomically(entry.file, EncodeJson(stored, encode) + "\n"),
+        WriteFileAtomically(entry.file, EncodeJson(stored, encode) + "\n"),
         "updating " + Describe(stored)));
     MetadataOf(stored).resource_version = ResourceVersionOf(stored);
     return stored;

@@ -281,10 +281,11 @@ class RestWatch final : public kube::Watcher {
   RestWatch(ApiServerStore& store, Kind kind, ListOptions options, WatchCallback callback,
             std::vector<Object> initial, std::string resource_version)
       : store_(store), kind_(kind), options_(std::move(options)), callback_(std::move(callback)) {
-    thread_ = std::thread([this, initial = std::move(initial),
-                           rv = std::move(resource_version)]() mutable {
-      Run(std::move(initial), std::move(rv));
-    });
+    // The listed state is reported before the constructor returns, so that an ADDED event can
+    // never arrive after (and undo) a write the caller makes once Watch has returned.
+    Sync(std::move(initial));
+    thread_ = std::thread(
+        [this, rv = std::move(resource_version)]() mutable { Run(std::move(rv)); });
   }
   ~RestWatch() override { Stop(); }
 
@@ -330,8 +331,7 @@ class RestWatch final : public kube::Watcher {
     }
   }
 
-  void Run(std::vector<Object> initial, std::string rv) {
-    Sync(std::move(initial));
+  void Run(std::string rv) {
     const RestConfig& config = store_.client().config();
     std::chrono::milliseconds backoff = config.initial_backoff;
     bool relist = false;

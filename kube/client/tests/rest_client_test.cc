@@ -290,9 +290,9 @@ struct Recorder {
       cv.notify_all();
     };
   }
-  bool WaitFor(std::size_t n) {
+  bool WaitFor(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return events.size() >= n; });
+    return cv.wait_for(lock, timeout, [&] { return events.size() >= n; });
   }
   std::pair<WatchEvent::Type, std::string> At(std::size_t i) {
     std::lock_guard<std::mutex> lock(mu);
@@ -310,7 +310,8 @@ TEST(ApiServerStoreTest, WatchListsThenStreamsWithBookmarksAndRelistsOnGone) {
   Recorder recorder;
   ASSERT_OK_AND_ASSIGN(auto watch, store->Watch(Kind::kResourceClaim, {.namespace_name = "ns"},
                                                 recorder.Callback()));
-  ASSERT_TRUE(recorder.WaitFor(2));
+  // The listed state arrives before Watch returns: a write made next cannot be overtaken by it.
+  ASSERT_TRUE(recorder.WaitFor(2, std::chrono::milliseconds(0)));
   EXPECT_EQ(recorder.At(0), std::make_pair(WatchEvent::Type::kAdded, std::string("a")));
   EXPECT_EQ(recorder.At(1), std::make_pair(WatchEvent::Type::kAdded, std::string("b")));
 

@@ -116,7 +116,9 @@ class Watcher {
   virtual void Stop() = 0;
 };
 
-// WatchCallback receives events in order, on a thread owned by the watch.
+// WatchCallback receives events in order: the current state as ADDED events on the caller's
+// thread before Watch returns (so none of them can arrive after a write the caller makes next),
+// then changes on a thread owned by the watch.
 using WatchCallback = std::function<void(const WatchEvent& event)>;
 
 // ObjectStore reads and writes Kubernetes objects. See the file comment for the semantics.

@@ -197,6 +197,7 @@ absl::StatusOr<Program> CompileSelector(std::string_view expression, const Selec
   env.require_bool_result = true;
   env.constant_conversion_errors_at_compile_time = true;
   env.strings_v2_format = true;
+  env.nan_ordering_errors = true;
   absl::StatusOr<Program> program = Environment(std::move(env)).Compile(expression);
   if (!program.ok()) return devlet::WithContext(program.status(), "compilation failed");
   return program;
@@ -267,7 +268,9 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, con
   ctx.activation = &empty;
   const internal::Val v = program.impl().Run(ctx);
   if (cost != nullptr) {
-    *cost = ctx.abort == EvalResult::Abort::kCostLimit ? ctx.cost_at_abort : ctx.cost;
+    *cost = ctx.abort == EvalResult::Abort::kCostLimit || ctx.abort == EvalResult::Abort::kInternal
+                ? ctx.cost_at_abort
+                : ctx.cost;
   }
   if (v.kind == internal::VK::kBool) return v.b;
   if (v.kind == internal::VK::kError) {
@@ -276,7 +279,8 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, con
       case EvalResult::Abort::kDeadline: return devlet::DeadlineExceeded(msg);
       case EvalResult::Abort::kCancelled: return devlet::Cancelled(msg);
       case EvalResult::Abort::kCostLimit: return devlet::ResourceExhausted(msg);
-      case EvalResult::Abort::kNone: return devlet::InvalidArgument(msg);
+      case EvalResult::Abort::kNone:
+      case EvalResult::Abort::kInternal: return devlet::InvalidArgument(msg);
     }
   }
   return devlet::InvalidArgument("CEL result of type " + std::string(internal::TypeNameOf(v)) +

@@ -32,6 +32,8 @@ struct Ctx {
   uint32_t iterations = 0;
   // Kubernetes' ext.Strings v2 format rules (%f/%e only doubles, %d only integers).
   bool strict_format = false;
+  // EnvironmentOptions::nan_ordering_errors.
+  bool nan_ordering_errors = false;
 
   explicit Ctx(Arena& a) : arena(a) {}
 
@@ -47,6 +49,15 @@ struct Ctx {
     }
   }
   bool aborted() const { return abort != EvalResult::Abort::kNone; }
+  // Ends the evaluation as a cel-go panic does: the result is the error `message` (a string
+  // with static storage) and the cost is what was spent so far.
+  void Panic(std::string_view message) {
+    if (abort != EvalResult::Abort::kNone) return;
+    abort = EvalResult::Abort::kInternal;
+    cost_at_abort = cost;
+    panic_message = message;
+  }
+  std::string_view panic_message;
   // Called once per comprehension iteration; checks interruption every 100 iterations.
   void Tick() {
     if (++iterations % 100 != 0) return;

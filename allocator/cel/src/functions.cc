@@ -229,7 +229,9 @@ Val Relation(Ctx& ctx, const Val* a, uint32_t n) {
   static constexpr const char* kNames[] = {"_<_", "_<=_", "_>_", "_>=_"};
   const std::optional<int> c = Compare(a[0], a[1]);
   if (!c) {
-    if (IsNum(a[0]) && IsNum(a[1])) return Val::Bool(false);  // NaN
+    if (IsNum(a[0]) && IsNum(a[1])) {  // NaN
+      return ctx.nan_ordering_errors ? ctx.Error("NaN values cannot be ordered") : Val::Bool(false);
+    }
     NO_OVERLOAD(kNames[kOp]);
   }
   switch (kOp) {

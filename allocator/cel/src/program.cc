@@ -397,6 +397,10 @@ struct CallShape {
   // `x in <constant list of primitives>`: cel-go's OptOptimize turns it into a set lookup, which
   // is not a call and costs nothing.
   bool set_lookup = false;
+  // The one overload the checker kept for _<_, _<=_, _>_ or _>=_ (kCompare) or _+_ (kConcat)
+  // takes strings or bytes: cel-go prices the call by that overload whatever the runtime values
+  // are: ceil(0.1 * the shorter size), 0 beside an empty string; ceil(0.1 * both sizes).
+  enum class Text : unsigned char { kNone, kCompare, kConcat } text = Text::kNone;
 };
 
 class CallNode final : public Node {
@@ -415,6 +419,12 @@ class CallNode final : public Node {
     for (uint32_t i = 0; i < n; ++i) {
       vals[i] = args_[i]->Eval(ctx);
       if (shape_.varargs && i + 1 < n && vals[i].is_error()) return vals[i];
+    }
+    if (shape_.set_lookup && vals[0].kind == VK::kSemver) {
+      // cel-go's set lookup hashes the value as a Go map key; a Semver (a struct holding
+      // slices) panics there, and Kubernetes reports the panic for the whole evaluation.
+      ctx.Panic("internal error: runtime error: hash of unhashable type cel.Semver");
+      return ctx.Error(ctx.panic_message);
     }
     for (uint32_t i = 0; i < n; ++i) {
       if (vals[i].is_error()) {
@@ -449,6 +459,16 @@ class CallNode final : public Node {
 
  private:
   uint64_t CallCost(const Val* vals, uint32_t n) const {
+    if (shape_.text != CallShape::Text::kNone && n == 2) {
+      // cel-go's actualSize: code points of a string, bytes of bytes, 1 for anything else.
+      auto size = [](const Val& v) -> uint64_t {
+        if (v.kind == VK::kString) return Utf8CountCodePoints(v.str());
+        return v.kind == VK::kBytes ? v.n : 1;
+      };
+      return shape_.text == CallShape::Text::kCompare
+                 ? CostOf(0.1, std::min(size(vals[0]), size(vals[1])))
+                 : CostOf(0.1, size(vals[0]) + size(vals[1]));
+    }
     if (!shape_.resolved || def_->cost == nullptr || n > 4) return shape_.resolved || KubernetesCosted() ? (def_->cost && n <= 4 ? def_->cost(vals, n) : 1) : 1;
     return def_->cost(vals, n);
   }
@@ -1302,6 +1322,7 @@ class Planner {
     if (!AllConst(*p.node)) return p;
     Ctx ctx(*program_.constants);
     ctx.strict_format = options_.strings_v2_format;
+    ctx.nan_ordering_errors = options_.nan_ordering_errors;
     Val v = p.node->Eval(ctx);
     if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
@@ -1440,13 +1461,24 @@ class Planner {
       overloads = args.size() == 2 && concrete_elems(args[1].type) ? 1 : 2;
     } else if (const std::vector<Signature>* sigs = Signatures(name); sigs != nullptr) {
       overloads = 0;
+      std::string_view kept;
       for (const Signature& sig : *sigs) {
         if (sig.params.size() != args.size()) continue;
         bool ok = true;
         for (size_t i = 0; i < args.size() && ok; ++i) ok = Matches(sig.params[i], args[i].type);
-        if (ok) ++overloads;
+        if (ok) {
+          ++overloads;
+          kept = sig.params;
+        }
       }
       if (overloads == 0) overloads = 1;
+      if (overloads == 1 && (kept == "ss" || kept == "bb")) {
+        if (name == "_<_" || name == "_<=_" || name == "_>_" || name == "_>=_") {
+          shape.text = CallShape::Text::kCompare;
+        } else if (name == "_+_") {
+          shape.text = CallShape::Text::kConcat;
+        }
+      }
     }
     shape.resolved = overloads == 1;
     // The standard library binds its operators, size() and matches() to one function for all
@@ -1918,6 +1950,8 @@ class Planner {
       // The estimate keeps the literal's 10.
       Ctx ctx(*program_.constants);
       ctx.strict_format = options_.strings_v2_format;
+      ctx.nan_ordering_errors = options_.nan_ordering_errors;
+    ctx.nan_ordering_errors = options_.nan_ordering_errors;
       Val v = p.node->Eval(ctx);
       Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
       c.elem_size = elem_size;
@@ -1979,6 +2013,8 @@ class Planner {
       // a runtime error. No runtime cost; the estimate keeps the literal's 30.
       Ctx ctx(*program_.constants);
       ctx.strict_format = options_.strings_v2_format;
+      ctx.nan_ordering_errors = options_.nan_ordering_errors;
+    ctx.nan_ordering_errors = options_.nan_ordering_errors;
       if (const Val v = p.node->Eval(ctx); v.kind == VK::kMap) {
         Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
         c.cost_min = p.cost_min;
@@ -2111,6 +2147,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
   if (nvars) std::memset(ctx.var_loaded, 0, nvars);
   ctx.slots = num_slots ? ctx.arena.NewArray<Val>(num_slots) : nullptr;
   ctx.strict_format = strict_format;
+  ctx.nan_ordering_errors = nan_ordering_errors;
   Val v = root->Eval(ctx);
   switch (ctx.abort) {
     case EvalResult::Abort::kNone:
@@ -2121,6 +2158,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
     case EvalResult::Abort::kCostLimit: return ctx.Error("operation cancelled: actual cost limit exceeded");
     case EvalResult::Abort::kDeadline: return ctx.Error("operation interrupted: deadline exceeded");
     case EvalResult::Abort::kCancelled: return ctx.Error("operation interrupted: cancelled");
+    case EvalResult::Abort::kInternal: return ctx.Error(ctx.panic_message);
   }
   return v;
 }
@@ -2162,6 +2200,7 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
   program->result_type = root.type;
   program->require_bool = options.require_bool_result;
   program->strict_format = options.strings_v2_format;
+  program->nan_ordering_errors = options.nan_ordering_errors;
   bool dra_sizes = false;
   for (const auto& [name, type] : options.variables) {
     dra_sizes = dra_sizes || (name == "device" && type.kind() == Type::Kind::kDraDevice);
@@ -2220,7 +2259,9 @@ EvalResult Program::Evaluate(const Activation& activation, const EvalOptions& op
   const internal::Val v = impl_->Run(ctx);
   EvalResult result;
   result.value = internal::ToValue(v);
-  result.cost = ctx.abort == EvalResult::Abort::kCostLimit ? ctx.cost_at_abort : ctx.cost;
+  result.cost = ctx.abort == EvalResult::Abort::kCostLimit || ctx.abort == EvalResult::Abort::kInternal
+                    ? ctx.cost_at_abort
+                    : ctx.cost;
   result.abort = ctx.abort;
   return result;
 }

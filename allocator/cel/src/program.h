@@ -20,6 +20,7 @@ struct ProgramImpl {
   uint32_t num_slots = 0;
   bool require_bool = false;
   bool strict_format = false;
+  bool nan_ordering_errors = false;
   // Storage for folded constants; read-only after compilation.
   std::unique_ptr<Arena> constants = std::make_unique<Arena>();
   // Regexes and other shared compile-time objects kept alive with the program.

@@ -108,6 +108,10 @@ struct EnvironmentOptions {
   // (or "NaN"/"Infinity" strings), %d only integers. Off: the current cel-spec rules (ints for
   // %f/%e, NaN/Infinity doubles for %d).
   bool strings_v2_format = false;
+  // Ordering a NaN (`<`, `<=`, `>`, `>=`) is the error "NaN values cannot be ordered", as in
+  // cel-go v0.29 (Kubernetes; on for DRA selectors). Off: false, as the cel-spec conformance
+  // tests expect.
+  bool nan_ordering_errors = false;
   // For the DRA device type: whether `device.allowMultipleAllocations` is a declared field.
   bool dra_allow_multiple_allocations = true;
   // Parser limits: nesting depth of the syntax tree and expression length in bytes.
@@ -148,7 +152,9 @@ struct EvalOptions {
 // EvalResult is the outcome of one evaluation.
 struct EvalResult {
   // Why evaluation stopped early, if it did.
-  enum class Abort : unsigned char { kNone, kCostLimit, kDeadline, kCancelled };
+  // kInternal: where cel-go panics (and Kubernetes reports "internal error: ..." for the whole
+  // evaluation, whatever `||` or `&&` around it would absorb), so does this engine.
+  enum class Abort : unsigned char { kNone, kCostLimit, kDeadline, kCancelled, kInternal };
   // The result; an error value (kind kError) when evaluation failed.
   Value value;
   // Runtime cost actually spent (cel-go units).

@@ -77,21 +77,6 @@ bool SameEntry(const kube::AllocatedDeviceStatus& entry, const std::string& driv
 
 }  // namespace
 
-std::vector<DeviceStatus> ReadyDeviceStatuses(const ClaimRecord& record, std::int64_t now_unix) {
-  std::vector<DeviceStatus> out;
-  for (const PreparedDeviceRecord& device : record.devices) {
-    DeviceStatus status;
-    status.pool = device.pool;
-    status.device = device.device;
-    status.share_id = device.share_id;
-    status.conditions.push_back({std::string(kReadyConditionType), "True", "Prepared",
-                                 "the device is prepared on this node", now_unix});
-    status.network_data = device.prepared.network_data;
-    out.push_back(std::move(status));
-  }
-  return out;
-}
-
 absl::Status ValidateDeviceStatus(const DeviceStatus& status) {
   const std::string who = "status of device " + DeviceName(status);
   if (status.pool.empty() || status.device.empty()) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devlet/cdi/spec.h"
+#include "devlet/cdi/codec.h"
 #include "devlet/cdi/spec_dir.h"
 #include "devlet/common/files.h"
 #include "devlet/common/status.h"
@@ -137,9 +138,12 @@ absl::StatusOr<ResourceClaim> ManifestClaimSource::GetClaim(const std::string& n
 
 // ---- cdi/ ----------------------------------------------------------------------------------------
 
-CdiSpecWriter::CdiSpecWriter(std::string cdi_root) : root_(std::move(cdi_root)) {}
+CdiSpecWriter::CdiSpecWriter(std::string cdi_root, bool sync)
+    : root_(std::move(cdi_root)), sync_(sync) {}
 
-absl::Status CdiSpecWriter::WriteSpec(const std::string& file_name, const CdiSpec& spec) {
+namespace {
+
+cdi::Spec ToCdiSpec(const CdiSpec& spec) {
   cdi::Spec out;
   out.kind = spec.kind;
   for (const CdiDevice& device : spec.devices) {
@@ -151,8 +155,22 @@ absl::Status CdiSpecWriter::WriteSpec(const std::string& file_name, const CdiSpe
   // At least the version we were asked for (0.5.0 for names starting with a digit).
   out.version = cdi::MinimumRequiredVersion(out);
   if (cdi::CompareVersions(spec.cdi_version, out.version) > 0) out.version = spec.cdi_version;
-  absl::StatusOr<std::string> written = cdi::WriteSpec(root_, StripJson(file_name), std::move(out));
+  return out;
+}
+
+}  // namespace
+
+absl::Status CdiSpecWriter::WriteSpec(const std::string& file_name, const CdiSpec& spec) {
+  cdi::WriteSpecOptions options;
+  options.sync = sync_;
+  absl::StatusOr<std::string> written =
+      cdi::WriteSpec(root_, StripJson(file_name), ToCdiSpec(spec), options);
   return WithContext(written.status(), "writing CDI spec " + file_name);
+}
+
+bool CdiSpecWriter::SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) {
+  absl::StatusOr<std::optional<std::string>> current = ReadFileIfExists(root_ + "/" + file_name);
+  return current.ok() && current->has_value() && **current == cdi::EncodeSpecJson(ToCdiSpec(spec));
 }
 
 absl::Status CdiSpecWriter::RemoveSpec(const std::string& file_name) {
@@ -210,7 +228,11 @@ absl::StatusOr<std::optional<ClaimRecord>> StateCheckpointStore::Get(const std::
   return std::optional<ClaimRecord>(std::move(record));
 }
 
-absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
+namespace {
+
+// ToState fills the generic fields the NRI side reads and keeps the full record as an annotation.
+state::PreparedClaim ToState(const ClaimRecord& record, const std::string& driver,
+                             const std::string& cdi_root) {
   state::PreparedClaim claim;
   claim.uid = record.claim.uid;
   claim.namespace_name = record.claim.namespace_name;
@@ -221,7 +243,7 @@ absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
   nlohmann::ordered_json configs = nlohmann::ordered_json::array();
   for (const PreparedDeviceRecord& device : record.devices) {
     state::PreparedDevice d;
-    d.driver = driver_;
+    d.driver = driver;
     d.pool = device.pool;
     d.device = device.device;
     d.requests = device.requests;
@@ -233,14 +255,40 @@ absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
     claim.devices.push_back(std::move(d));
     configs.push_back(nlohmann::ordered_json::parse(EncodeDeviceConfig(device.config)));
   }
-  for (const std::string& name : record.cdi_spec_files) claim.files.push_back(cdi_root_ + "/" + name);
+  for (const std::string& name : record.cdi_spec_files) claim.files.push_back(cdi_root + "/" + name);
   for (const std::string& path : record.metadata_files) claim.files.push_back(path);
   claim.applied_config = configs.dump();
-  claim.annotations[kRecordAnnotation] = internal::RecordToJson(record).dump();
+  claim.annotations[StateCheckpointStore::kRecordAnnotation] = internal::RecordToJson(record).dump();
+  return claim;
+}
+
+}  // namespace
+
+absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
+  state::PreparedClaim claim = ToState(record, driver_, cdi_root_);
   if (record.state == ClaimState::kPrepareCompleted) {
     return store_->RecordPrepareCompleted(std::move(claim));
   }
   return store_->RecordPrepareStarted(std::move(claim));
+}
+
+absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
+                                          const std::vector<std::string>& deletes) {
+  if (puts.empty() && deletes.empty()) return absl::OkStatus();
+  std::vector<state::PreparedClaim> claims;
+  claims.reserve(puts.size());
+  for (const ClaimRecord& record : puts) {
+    if (record.claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
+    claims.push_back(ToState(record, driver_, cdi_root_));
+  }
+  return store_->Update([&](state::Checkpoint& checkpoint) {
+    for (state::PreparedClaim& claim : claims) {
+      std::string uid = claim.uid;
+      checkpoint.claims[uid] = std::move(claim);
+    }
+    for (const std::string& uid : deletes) checkpoint.claims.erase(uid);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {

@@ -235,6 +235,11 @@ bool JsonCdiWriter::SpecExists(const std::string& file_name) {
   return internal::PathExists(root_ + "/" + file_name);
 }
 
+bool JsonCdiWriter::SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) {
+  absl::StatusOr<std::optional<std::string>> current = ReadFileIfExists(root_ + "/" + file_name);
+  return current.ok() && current->has_value() && **current == RenderSpec(spec);
+}
+
 // ---- FileCheckpointStore ----------------------------------------------------------------------------
 
 FileCheckpointStore::FileCheckpointStore(std::string path) : path_(std::move(path)) {}
@@ -305,6 +310,16 @@ absl::Status FileCheckpointStore::Delete(const std::string& claim_uid) {
   std::lock_guard lock(mutex_);
   DEVLET_ASSIGN_OR_RETURN(auto records, Load());
   if (records.erase(claim_uid) == 0) return absl::OkStatus();
+  return Save(records);
+}
+
+absl::Status FileCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
+                                         const std::vector<std::string>& deletes) {
+  if (puts.empty() && deletes.empty()) return absl::OkStatus();
+  std::lock_guard lock(mutex_);
+  DEVLET_ASSIGN_OR_RETURN(auto records, Load());
+  for (const ClaimRecord& record : puts) records[record.claim.uid] = record;
+  for (const std::string& uid : deletes) records.erase(uid);
   return Save(records);
 }
 

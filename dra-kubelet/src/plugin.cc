@@ -119,27 +119,32 @@ class DraService final : public Api::Service::CallbackService {
                                                  typename Api::PrepareResponse* response) override {
     auto* reactor = context->DefaultReactor();
     std::vector<ClaimRef> refs = ClaimRefs(*request);
+    // The worker fetches the claims, then queues them for the preparer's next batch and is free
+    // again: concurrent calls share checkpoint writes (group commit). The reactor is finished
+    // by whichever worker runs that batch.
     bool queued = executor_.Submit([this, reactor, response, refs = std::move(refs)] {
-      std::map<std::string, PrepareResult> results = preparer_.Prepare(refs);
-      auto& claims = *response->mutable_claims();
-      for (const auto& [uid, result] : results) {
-        auto& entry = claims[uid];
-        if (!result.error.empty()) {
-          entry.set_error(result.error);
-          continue;
-        }
-        for (const PreparedClaimDevice& device : result.devices) {
-          auto* out = entry.add_devices();
-          for (const std::string& name : device.request_names) out->add_request_names(name);
-          out->set_pool_name(device.pool);
-          out->set_device_name(device.device);
-          for (const std::string& id : device.cdi_device_ids) out->add_cdi_device_ids(id);
-          if constexpr (Api::kHasShareId) {
-            if (device.share_id) out->set_share_id(*device.share_id);
+      preparer_.PrepareAsync(refs, [reactor, response](
+                                       std::map<std::string, PrepareResult> results) {
+        auto& claims = *response->mutable_claims();
+        for (const auto& [uid, result] : results) {
+          auto& entry = claims[uid];
+          if (!result.error.empty()) {
+            entry.set_error(result.error);
+            continue;
+          }
+          for (const PreparedClaimDevice& device : result.devices) {
+            auto* out = entry.add_devices();
+            for (const std::string& name : device.request_names) out->add_request_names(name);
+            out->set_pool_name(device.pool);
+            out->set_device_name(device.device);
+            for (const std::string& id : device.cdi_device_ids) out->add_cdi_device_ids(id);
+            if constexpr (Api::kHasShareId) {
+              if (device.share_id) out->set_share_id(*device.share_id);
+            }
           }
         }
-      }
-      reactor->Finish(grpc::Status::OK);
+        reactor->Finish(grpc::Status::OK);
+      });
     });
     if (!queued) reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "plugin is stopping"));
     return reactor;
@@ -511,6 +516,15 @@ absl::StatusOr<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const Plugin
   DEVLET_RETURN_IF_ERROR(ValidateDriverName(options.driver_name));
   if (!options.serve_v1 && !options.serve_v1beta1) {
     return InvalidArgument("at least one of the v1 and v1beta1 DRA services must be served");
+  }
+  if (options.health && health != nullptr &&
+      (options.health_resend_interval <= std::chrono::milliseconds::zero() ||
+       options.health_resend_interval > kMaxHealthResendInterval)) {
+    return InvalidArgument("the health re-send interval must be more than 0 and at most " +
+                           std::to_string(kMaxHealthResendInterval.count()) +
+                           " s (the kubelet treats a device as Unknown when its health check "
+                           "timeout passes without an update), got " +
+                           std::to_string(options.health_resend_interval.count()) + " ms");
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;

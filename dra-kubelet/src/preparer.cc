@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -85,7 +87,25 @@ ClaimPreparer::ClaimPreparer(PreparerOptions options, ClaimSource& claims, Devic
       claims_(claims),
       backend_(backend),
       cdi_(cdi),
-      checkpoint_(checkpoint) {}
+      checkpoint_(checkpoint) {
+  if (options_.status_writer != nullptr) {
+    status_thread_ = std::thread([this] { RunStatusWriter(); });
+  }
+}
+
+ClaimPreparer::~ClaimPreparer() {
+  {
+    std::lock_guard lock(status_mutex_);
+    status_stop_ = true;
+    if (!status_queue_.empty()) {
+      log::Logger().Info("Dropping ResourceClaim status writes at shutdown", "count",
+                         status_queue_.size());
+      status_queue_.clear();
+    }
+  }
+  status_cv_.notify_all();
+  if (status_thread_.joinable()) status_thread_.join();
+}
 
 std::string ClaimPreparer::CdiKind() const { return "k8s." + options_.driver_name + "/claim"; }
 
@@ -217,16 +237,19 @@ absl::Status ClaimPreparer::WriteFiles(ClaimRecord& record) {
 }
 
 absl::Status ClaimPreparer::EnsureFiles(const ClaimRecord& record) {
+  // Files are derived from the record: anything missing, or left empty or stale by a power loss
+  // (CDI writers may skip fsync), is written again.
   ClaimFiles files = PlanFiles(options_, CdiKind(), ClaimSpecFileName(record.claim.uid), record);
   for (const auto& [path, content] : files.metadata_files) {
-    if (internal::PathExists(path)) continue;
+    absl::StatusOr<std::optional<std::string>> current = ReadFileIfExists(path);
+    if (current.ok() && current->has_value() && **current == content) continue;
     std::string dir = path.substr(0, path.rfind('/'));
     DEVLET_RETURN_IF_ERROR(internal::MakeDirs(dir, 0755));
     DEVLET_RETURN_IF_ERROR(WithContext(WriteFileAtomically(path, content, 0644),
                                        "rewriting device metadata"));
   }
   for (const auto& [name, spec] : files.cdi_specs) {
-    if (cdi_.SpecExists(name)) continue;
+    if (cdi_.SpecIsCurrent(name, spec)) continue;
     DEVLET_RETURN_IF_ERROR(WithContext(cdi_.WriteSpec(name, spec), "rewriting missing CDI spec"));
   }
   return absl::OkStatus();
@@ -248,8 +271,36 @@ absl::Status ClaimPreparer::RemoveFiles(const ClaimRecord& record) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<PreparedClaimDevice>> ClaimPreparer::PrepareOne(
-    const ClaimRef& ref, const ResourceClaim& claim) {
+// ---- Batches ---------------------------------------------------------------------------------
+
+// Pending is one caller's claims waiting for a batch.
+struct ClaimPreparer::Pending {
+  std::vector<ClaimRef> order;  // distinct UIDs in request order, fetched successfully
+  std::map<std::string, ResourceClaim> claims;
+  std::map<std::string, PrepareResult> results;  // fetch errors already filled in
+  PrepareDone done;
+};
+
+// Work is one distinct claim of a batch.
+struct ClaimPreparer::Work {
+  enum class Kind {
+    kFailed,    // `status` says why
+    kRepeat,    // prepared before: make sure its files exist
+    kFresh,     // prepare it now
+  };
+  ClaimRef ref;
+  const ResourceClaim* claim = nullptr;
+  Kind kind = Kind::kFailed;
+  absl::Status status;
+  ClaimRecord record;         // kFresh: the new record; kRepeat: the checkpoint's
+  bool record_changed = false;  // kRepeat: new pods to record
+  std::optional<ClaimRecord> previous;  // kFresh: an earlier attempt's PrepareStarted record
+};
+
+absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRecord>& checkpoint,
+                                 const std::vector<const ClaimRecord*>& planned) {
+  const ClaimRef& ref = work.ref;
+  const ResourceClaim& claim = *work.claim;
   const std::string who = "ResourceClaim " + ref.Display();
   if (claim.uid != ref.uid) {
     return FailedPrecondition(who + " has UID " + claim.uid + " but the kubelet asked for UID " +
@@ -272,26 +323,25 @@ absl::StatusOr<std::vector<PreparedClaimDevice>> ClaimPreparer::PrepareOne(
     return FailedPrecondition(who + " has no devices allocated by driver " + options_.driver_name);
   }
 
-  DEVLET_ASSIGN_OR_RETURN(std::optional<ClaimRecord> existing, checkpoint_.Get(ref.uid));
-  if (existing && existing->state == ClaimState::kPrepareCompleted) {
-    // Repeated prepare (kubelet restart, node reboot, another pod sharing the claim):
-    // regenerate what is missing, record new consumers, same answer.
-    bool new_pods = false;
-    for (const std::string& pod : claim.reserved_for_uids) {
-      if (std::find(existing->pod_uids.begin(), existing->pod_uids.end(), pod) ==
-          existing->pod_uids.end()) {
-        existing->pod_uids.push_back(pod);
-        new_pods = true;
+  if (auto it = checkpoint.find(ref.uid); it != checkpoint.end()) {
+    if (it->second.state == ClaimState::kPrepareCompleted) {
+      // Repeated prepare (kubelet restart, node reboot, another pod sharing the claim):
+      // regenerate what is missing, record new consumers, same answer.
+      work.kind = Work::Kind::kRepeat;
+      work.record = it->second;
+      for (const std::string& pod : claim.reserved_for_uids) {
+        if (std::find(work.record.pod_uids.begin(), work.record.pod_uids.end(), pod) ==
+            work.record.pod_uids.end()) {
+          work.record.pod_uids.push_back(pod);
+          work.record_changed = true;
+        }
       }
+      return absl::OkStatus();
     }
-    if (new_pods) {
-      DEVLET_RETURN_IF_ERROR(WithContext(checkpoint_.Put(*existing), who + ": recording pods"));
-    }
-    DEVLET_RETURN_IF_ERROR(WithContext(EnsureFiles(*existing), who));
-    return ToKubeletDevices(*existing);
+    work.previous = it->second;
   }
 
-  ClaimRecord record;
+  ClaimRecord& record = work.record;
   record.claim = ref;
   record.state = ClaimState::kPrepareStarted;
   record.pod_uids = claim.reserved_for_uids;
@@ -317,10 +367,10 @@ absl::StatusOr<std::vector<PreparedClaimDevice>> ClaimPreparer::PrepareOne(
     record.devices.push_back(std::move(device));
   }
 
-  // Last line of defence: a device is never prepared for two claims (admin access aside).
-  DEVLET_ASSIGN_OR_RETURN(std::vector<ClaimRecord> all, checkpoint_.List());
-  for (const ClaimRecord& other : all) {
-    if (other.claim.uid == ref.uid) continue;
+  // Last line of defence: a device is never prepared for two claims (admin access aside), neither
+  // against the checkpoint nor against the other claims of this batch.
+  auto conflict = [&](const ClaimRecord& other) -> absl::Status {
+    if (other.claim.uid == ref.uid) return absl::OkStatus();
     for (const PreparedDeviceRecord& theirs : other.devices) {
       for (const PreparedDeviceRecord& mine : record.devices) {
         if (SameDevice(theirs, mine) && !theirs.admin_access && !mine.admin_access) {
@@ -330,148 +380,427 @@ absl::StatusOr<std::vector<PreparedClaimDevice>> ClaimPreparer::PrepareOne(
         }
       }
     }
-  }
+    return absl::OkStatus();
+  };
+  for (const auto& [uid, other] : checkpoint) DEVLET_RETURN_IF_ERROR(conflict(other));
+  for (const ClaimRecord* other : planned) DEVLET_RETURN_IF_ERROR(conflict(*other));
 
   // Every file this claim can own, recorded before any work so unprepare can always clean up.
-  {
-    ClaimFiles planned = PlanFiles(options_, CdiKind(), ClaimSpecFileName(ref.uid), record);
-    for (const auto& [name, spec] : planned.cdi_specs) record.cdi_spec_files.push_back(name);
-    for (const auto& [path, content] : planned.metadata_files) record.metadata_files.push_back(path);
-  }
-  // A previous attempt may have left devices prepared that this allocation no longer has.
-  if (existing) {
-    for (const PreparedDeviceRecord& old : existing->devices) {
-      bool kept = std::any_of(record.devices.begin(), record.devices.end(),
-                              [&](const PreparedDeviceRecord& d) { return SameDevice(d, old); });
-      if (!kept) {
-        DEVLET_RETURN_IF_ERROR(backend_.Unprepare({ref.uid, old.pool, old.device, old.share_id,
-                                                   old.config}));
-      }
-    }
-  }
-  DEVLET_RETURN_IF_ERROR(WithContext(checkpoint_.Put(record), who + ": recording PrepareStarted"));
+  ClaimFiles files = PlanFiles(options_, CdiKind(), ClaimSpecFileName(ref.uid), record);
+  for (const auto& [name, spec] : files.cdi_specs) record.cdi_spec_files.push_back(name);
+  for (const auto& [path, content] : files.metadata_files) record.metadata_files.push_back(path);
+  work.kind = Work::Kind::kFresh;
+  return absl::OkStatus();
+}
 
-  absl::Status status;
-  std::size_t prepared = 0;
-  for (; prepared < record.devices.size(); ++prepared) {
-    PreparedDeviceRecord& device = record.devices[prepared];
+absl::Status ClaimPreparer::PrepareDevices(ClaimRecord& record) {
+  const ClaimRef& ref = record.claim;
+  const std::string who = "ResourceClaim " + ref.Display();
+  for (PreparedDeviceRecord& device : record.devices) {
     absl::StatusOr<PreparedDevice> done = backend_.Prepare(
         {ref, device.requests.front(), device.pool, device.device, device.share_id,
          device.admin_access, device.config});
     if (!done.ok()) {
-      status = WithContext(done.status(), who + ": preparing device " + device.pool + "/" +
-                                              device.device + " for request \"" +
-                                              device.requests.front() + "\"");
-      break;
+      return WithContext(done.status(), who + ": preparing device " + device.pool + "/" +
+                                            device.device + " for request \"" +
+                                            device.requests.front() + "\"");
     }
     device.prepared = *std::move(done);
   }
-  if (status.ok()) status = WithContext(WriteFiles(record), who);
-  if (status.ok()) {
-    record.state = ClaimState::kPrepareCompleted;
-    status = WithContext(checkpoint_.Put(record), who + ": recording PrepareCompleted");
-    if (status.ok()) return ToKubeletDevices(record);
-  }
-
-  // Roll back this attempt so nothing stays half-prepared; keep the PrepareStarted record if
-  // that fails, so a later unprepare or prepare finishes the job.
-  absl::Status rollback = RemoveFiles(record);
-  for (std::size_t i = 0; i < record.devices.size() && rollback.ok(); ++i) {
-    const PreparedDeviceRecord& device = record.devices[i];
-    rollback = backend_.Unprepare({ref.uid, device.pool, device.device, device.share_id,
-                                   device.config});
-  }
-  if (rollback.ok()) rollback = checkpoint_.Delete(ref.uid);
-  if (!rollback.ok()) {
-    log::Logger().Error(rollback, "Rolling back a failed prepare failed; will retry later",
-                        "claim", ref.Display(), "uid", ref.uid);
-  }
-  return status;
+  return WithContext(WriteFiles(record), who);
 }
 
-std::map<std::string, PrepareResult> ClaimPreparer::Prepare(const std::vector<ClaimRef>& refs) {
-  std::map<std::string, PrepareResult> results;
-  // Fetch first, outside the lock: API calls are slow and need no serialization.
-  std::vector<std::pair<ClaimRef, absl::StatusOr<ResourceClaim>>> fetched;
+void ClaimPreparer::RollBack(const ClaimRecord& record) {
+  // Undo this attempt's side effects; the caller removes the checkpoint entry only when this
+  // worked, so a failed rollback leaves PrepareStarted for a later unprepare or prepare.
+  absl::Status status = RemoveFiles(record);
+  for (std::size_t i = 0; i < record.devices.size() && status.ok(); ++i) {
+    const PreparedDeviceRecord& device = record.devices[i];
+    status = backend_.Unprepare({record.claim.uid, device.pool, device.device, device.share_id,
+                                 device.config});
+  }
+  if (!status.ok()) {
+    log::Logger().Error(status, "Rolling back a failed prepare failed; will retry later", "claim",
+                        record.claim.Display(), "uid", record.claim.uid);
+  }
+}
+
+void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
+  auto start = std::chrono::steady_clock::now();
+  // One Work per distinct claim UID across the batch (two pods may share a claim).
+  std::map<std::string, Work> works;
+  std::vector<std::string> order;
+  for (const auto& pending : batch) {
+    for (const ClaimRef& ref : pending->order) {
+      if (works.count(ref.uid) > 0) continue;
+      Work& work = works[ref.uid];
+      work.ref = ref;
+      work.claim = &pending->claims.at(ref.uid);
+      order.push_back(ref.uid);
+    }
+  }
+  auto fail_all = [&](const absl::Status& status) {
+    for (auto& [uid, work] : works) {
+      if (work.kind != Work::Kind::kFailed || work.status.ok()) {
+        work.kind = Work::Kind::kFailed;
+        work.status = status;
+      }
+    }
+  };
+  auto deliver = [&] {
+    for (const auto& pending : batch) {
+      for (const ClaimRef& ref : pending->order) {
+        const Work& work = works.at(ref.uid);
+        PrepareResult& result = pending->results[ref.uid];
+        if (work.kind == Work::Kind::kFailed) {
+          result.error = Message(work.status);
+        } else {
+          result.devices = ToKubeletDevices(work.record);
+        }
+      }
+    }
+  };
+
+  std::lock_guard lock(mutex_);
+  SerializeLock file_lock(options_.serialize_lock_path);
+  if (!file_lock.status().ok()) {
+    fail_all(file_lock.status());
+    deliver();
+    return;
+  }
+  std::map<std::string, ClaimRecord> checkpoint;
+  if (absl::StatusOr<std::vector<ClaimRecord>> all = checkpoint_.List(); all.ok()) {
+    for (ClaimRecord& record : *all) {
+      std::string uid = record.claim.uid;
+      checkpoint.emplace(std::move(uid), std::move(record));
+    }
+  } else {
+    fail_all(WithContext(all.status(), "reading the checkpoint"));
+    deliver();
+    return;
+  }
+
+  // 1. Check every claim and plan its record.
+  std::vector<const ClaimRecord*> planned;
+  for (const std::string& uid : order) {
+    Work& work = works.at(uid);
+    work.status = Plan(work, checkpoint, planned);
+    if (!work.status.ok()) {
+      work.kind = Work::Kind::kFailed;
+      continue;
+    }
+    if (work.kind == Work::Kind::kFresh) planned.push_back(&work.record);
+  }
+
+  // 2. Devices an earlier attempt prepared that the allocation no longer has are released, then
+  //    PrepareStarted of every fresh claim (and new pods of repeated ones) in one durable write.
+  std::vector<ClaimRecord> started;
+  for (const std::string& uid : order) {
+    Work& work = works.at(uid);
+    if (work.kind == Work::Kind::kFresh && work.previous) {
+      for (const PreparedDeviceRecord& old : work.previous->devices) {
+        bool kept = std::any_of(work.record.devices.begin(), work.record.devices.end(),
+                                [&](const PreparedDeviceRecord& d) { return SameDevice(d, old); });
+        if (kept) continue;
+        work.status = WithContext(
+            backend_.Unprepare({uid, old.pool, old.device, old.share_id, old.config}),
+            "ResourceClaim " + work.ref.Display() + ": releasing device " + old.pool + "/" +
+                old.device + " that an earlier attempt prepared");
+        if (!work.status.ok()) {
+          work.kind = Work::Kind::kFailed;
+          break;
+        }
+      }
+    }
+    if (work.kind == Work::Kind::kFresh ||
+        (work.kind == Work::Kind::kRepeat && work.record_changed)) {
+      started.push_back(work.record);
+    }
+  }
+  if (!started.empty()) {
+    absl::Status status = checkpoint_.Commit(started, {});
+    if (!status.ok()) {
+      for (const std::string& uid : order) {
+        Work& work = works.at(uid);
+        if (work.kind == Work::Kind::kFresh ||
+            (work.kind == Work::Kind::kRepeat && work.record_changed)) {
+          work.kind = Work::Kind::kFailed;
+          work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
+                                                ": recording PrepareStarted");
+        }
+      }
+    }
+  }
+
+  // 3. Prepare devices and write files; failures are rolled back claim by claim.
+  std::vector<ClaimRecord> completed;
+  std::vector<std::string> rolled_back;
+  for (const std::string& uid : order) {
+    Work& work = works.at(uid);
+    if (work.kind == Work::Kind::kRepeat) {
+      work.status = WithContext(EnsureFiles(work.record), "ResourceClaim " + work.ref.Display());
+      if (!work.status.ok()) work.kind = Work::Kind::kFailed;
+      continue;
+    }
+    if (work.kind != Work::Kind::kFresh) continue;
+    work.status = PrepareDevices(work.record);
+    if (!work.status.ok()) {
+      work.kind = Work::Kind::kFailed;
+      RollBack(work.record);
+      rolled_back.push_back(uid);
+      continue;
+    }
+    work.record.state = ClaimState::kPrepareCompleted;
+    completed.push_back(work.record);
+  }
+
+  // 4. PrepareCompleted of the whole batch in one durable write (with the rolled-back entries
+  //    removed). If it fails, nothing of this batch counts as prepared: undo it all.
+  if (!completed.empty() || !rolled_back.empty()) {
+    absl::Status status = checkpoint_.Commit(completed, rolled_back);
+    if (!status.ok()) {
+      std::vector<std::string> undo = rolled_back;
+      for (const ClaimRecord& record : completed) {
+        Work& work = works.at(record.claim.uid);
+        work.kind = Work::Kind::kFailed;
+        work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
+                                              ": recording PrepareCompleted");
+        RollBack(work.record);
+        undo.push_back(record.claim.uid);
+      }
+      if (absl::Status again = checkpoint_.Commit({}, undo); !again.ok()) {
+        log::Logger().Error(again, "Removing checkpoint entries of a failed prepare failed; a "
+                                   "later unprepare or prepare finishes the job",
+                            "claims", undo.size());
+      }
+      completed.clear();
+    }
+  }
+
+  // 5. status.devices of newly prepared claims, in commit order, off this thread.
+  if (options_.status_writer != nullptr) {
+    const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+    for (const ClaimRecord& record : completed) {
+      QueueStatus({record.claim, ReadyDeviceStatuses(record, now)});
+    }
+  }
+  deliver();
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+  for (const std::string& uid : order) {
+    const Work& work = works.at(uid);
+    if (work.kind == Work::Kind::kFailed) {
+      log::Logger().Error(work.status, "Preparing claim failed", "claim", work.ref.Display(),
+                          "uid", uid);
+    } else {
+      log::Logger().V(2).Info("Prepared claim", "claim", work.ref.Display(), "uid", uid,
+                              "devices", work.record.devices.size(), "batch", order.size(),
+                              "batchMicros", micros);
+    }
+  }
+}
+
+void ClaimPreparer::PrepareAsync(const std::vector<ClaimRef>& refs, PrepareDone done) {
+  auto pending = std::make_unique<Pending>();
+  pending->done = std::move(done);
+  // Fetch first, outside every lock: API calls are slow and need no serialization.
   for (const ClaimRef& ref : refs) {
-    if (results.count(ref.uid) > 0) continue;
-    results[ref.uid];
+    if (pending->results.count(ref.uid) > 0) continue;
+    PrepareResult& result = pending->results[ref.uid];
     if (ref.uid.empty() || ref.namespace_name.empty() || ref.name.empty()) {
-      results[ref.uid].error = "the kubelet sent a claim without namespace, name or UID (" +
-                               ref.Display() + ", UID \"" + ref.uid + "\")";
+      result.error = "the kubelet sent a claim without namespace, name or UID (" + ref.Display() +
+                     ", UID \"" + ref.uid + "\")";
       continue;
     }
     absl::StatusOr<ResourceClaim> claim = claims_.GetClaim(ref.namespace_name, ref.name, ref.uid);
     if (!claim.ok()) {
-      results[ref.uid].error =
-          "fetching ResourceClaim " + ref.Display() + ": " + Message(claim.status());
+      result.error = "fetching ResourceClaim " + ref.Display() + ": " + Message(claim.status());
+      log::Logger().Error(claim.status(), "Preparing claim failed", "claim", ref.Display(), "uid",
+                          ref.uid);
       continue;
     }
-    fetched.emplace_back(ref, std::move(claim));
+    pending->claims.emplace(ref.uid, *std::move(claim));
+    pending->order.push_back(ref);
   }
-  std::lock_guard lock(mutex_);
-  SerializeLock file_lock(options_.serialize_lock_path);
-  for (auto& [ref, claim] : fetched) {
-    if (!file_lock.status().ok()) {
-      results[ref.uid].error = Message(file_lock.status());
-      continue;
-    }
-    auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<PreparedClaimDevice>> devices = PrepareOne(ref, *claim);
-    auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-    if (devices.ok()) {
-      results[ref.uid].devices = *std::move(devices);
-      log::Logger().V(2).Info("Prepared claim", "claim", ref.Display(), "uid", ref.uid,
-                              "devices", results[ref.uid].devices.size(), "micros", micros);
-    } else {
-      results[ref.uid].error = Message(devices.status());
-      log::Logger().Error(devices.status(), "Preparing claim failed", "claim", ref.Display(),
-                          "uid", ref.uid);
-    }
+  if (pending->order.empty()) {
+    pending->done(std::move(pending->results));
+    return;
   }
-  return results;
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_.push_back(std::move(pending));
+    if (committing_) return;  // The running committer takes it with its next batch.
+    committing_ = true;
+  }
+  // This thread commits until the queue is empty: everything that arrives while a batch runs
+  // goes into the next one.
+  while (true) {
+    std::vector<std::unique_ptr<Pending>> batch;
+    {
+      std::lock_guard lock(queue_mutex_);
+      if (queue_.empty()) {
+        committing_ = false;
+        return;
+      }
+      batch.swap(queue_);
+    }
+    RunBatch(batch);
+    for (auto& one : batch) one->done(std::move(one->results));
+  }
 }
 
-absl::Status ClaimPreparer::UnprepareOne(const ClaimRef& ref) {
-  DEVLET_ASSIGN_OR_RETURN(std::optional<ClaimRecord> record, checkpoint_.Get(ref.uid));
-  if (!record) return absl::OkStatus();  // Unknown or already unprepared.
-  const std::string who = "ResourceClaim " + record->claim.Display() + " (UID " + ref.uid + ")";
-  for (const PreparedDeviceRecord& device : record->devices) {
-    DEVLET_RETURN_IF_ERROR(WithContext(
-        backend_.Unprepare({ref.uid, device.pool, device.device, device.share_id, device.config}),
-        who + ": releasing device " + device.pool + "/" + device.device));
-  }
-  DEVLET_RETURN_IF_ERROR(WithContext(RemoveFiles(*record), who));
-  return WithContext(checkpoint_.Delete(ref.uid), who + ": removing checkpoint entry");
+std::map<std::string, PrepareResult> ClaimPreparer::Prepare(const std::vector<ClaimRef>& refs) {
+  std::promise<std::map<std::string, PrepareResult>> promise;
+  std::future<std::map<std::string, PrepareResult>> future = promise.get_future();
+  PrepareAsync(refs, [&promise](std::map<std::string, PrepareResult> results) {
+    promise.set_value(std::move(results));
+  });
+  return future.get();
 }
 
 std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<ClaimRef>& refs) {
   std::map<std::string, std::string> results;
   std::lock_guard lock(mutex_);
   SerializeLock file_lock(options_.serialize_lock_path);
+  std::map<std::string, ClaimRecord> released;  // uid -> record, files and devices released
+  std::optional<std::map<std::string, ClaimRecord>> checkpoint;
   for (const ClaimRef& ref : refs) {
     if (results.count(ref.uid) > 0) continue;
-    results[ref.uid];
+    std::string& error = results[ref.uid];
     if (!file_lock.status().ok()) {
-      results[ref.uid] = Message(file_lock.status());
+      error = Message(file_lock.status());
       continue;
     }
     if (ref.uid.empty()) {
-      results[ref.uid] = "the kubelet sent a claim without a UID (" + ref.Display() + ")";
+      error = "the kubelet sent a claim without a UID (" + ref.Display() + ")";
       continue;
     }
-    absl::Status status = UnprepareOne(ref);
+    if (!checkpoint) {
+      absl::StatusOr<std::vector<ClaimRecord>> all = checkpoint_.List();
+      if (!all.ok()) {
+        error = "reading the checkpoint: " + Message(all.status());
+        continue;
+      }
+      checkpoint.emplace();
+      for (ClaimRecord& record : *all) {
+        std::string uid = record.claim.uid;
+        checkpoint->emplace(std::move(uid), std::move(record));
+      }
+    }
+    auto it = checkpoint->find(ref.uid);
+    if (it == checkpoint->end()) continue;  // Unknown or already unprepared.
+    const ClaimRecord& record = it->second;
+    const std::string who = "ResourceClaim " + record.claim.Display() + " (UID " + ref.uid + ")";
+    absl::Status status;
+    for (const PreparedDeviceRecord& device : record.devices) {
+      status = WithContext(
+          backend_.Unprepare({ref.uid, device.pool, device.device, device.share_id, device.config}),
+          who + ": releasing device " + device.pool + "/" + device.device);
+      if (!status.ok()) break;
+    }
+    if (status.ok()) status = WithContext(RemoveFiles(record), who);
     if (!status.ok()) {
-      results[ref.uid] = Message(status);
-      log::Logger().Error(status, "Unpreparing claim failed", "claim", ref.Display(), "uid",
-                          ref.uid);
+      error = Message(status);
+      continue;
+    }
+    released.emplace(ref.uid, record);
+  }
+  if (!released.empty()) {
+    std::vector<std::string> deletes;
+    for (const auto& [uid, record] : released) deletes.push_back(uid);
+    absl::Status status = checkpoint_.Commit({}, deletes);
+    for (const auto& [uid, record] : released) {
+      if (!status.ok()) {
+        results[uid] = Message(WithContext(status, "ResourceClaim " + record.claim.Display() +
+                                                       " (UID " + uid +
+                                                       "): removing checkpoint entry"));
+      } else if (options_.status_writer != nullptr) {
+        QueueStatus({record.claim, {}});
+      }
+    }
+  }
+  for (const auto& [uid, error] : results) {
+    const ClaimRef* ref = nullptr;
+    for (const ClaimRef& r : refs) {
+      if (r.uid == uid) ref = &r;
+    }
+    if (!error.empty()) {
+      log::Logger().Error(Internal(error), "Unpreparing claim failed", "claim", ref->Display(),
+                          "uid", uid);
     } else {
-      log::Logger().V(2).Info("Unprepared claim", "claim", ref.Display(), "uid", ref.uid);
+      log::Logger().V(2).Info("Unprepared claim", "claim", ref->Display(), "uid", uid);
     }
   }
   return results;
+}
+
+// ---- ResourceClaim status ----------------------------------------------------------------------
+
+std::vector<DeviceStatus> ReadyDeviceStatuses(const ClaimRecord& record, std::int64_t now_unix) {
+  std::vector<DeviceStatus> out;
+  for (const PreparedDeviceRecord& device : record.devices) {
+    DeviceStatus status;
+    status.pool = device.pool;
+    status.device = device.device;
+    status.share_id = device.share_id;
+    status.conditions.push_back({std::string(kReadyConditionType), "True", "Prepared",
+                                 "the device is prepared on this node", now_unix});
+    status.network_data = device.prepared.network_data;
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
+void ClaimPreparer::QueueStatus(StatusUpdate update) {
+  {
+    std::lock_guard lock(status_mutex_);
+    if (status_stop_) return;
+    // Only the newest state of a claim matters: a queued older write is replaced in place.
+    bool replaced = false;
+    for (StatusUpdate& queued : status_queue_) {
+      if (queued.claim.uid == update.claim.uid) {
+        queued = update;
+        replaced = true;
+      }
+    }
+    if (!replaced) status_queue_.push_back(std::move(update));
+  }
+  status_cv_.notify_all();
+}
+
+void ClaimPreparer::RunStatusWriter() {
+  std::unique_lock lock(status_mutex_);
+  while (true) {
+    status_cv_.wait(lock, [this] { return status_stop_ || !status_queue_.empty(); });
+    if (status_stop_) return;
+    StatusUpdate update = std::move(status_queue_.front());
+    status_queue_.pop_front();
+    status_busy_ = true;
+    lock.unlock();
+    absl::Status status = options_.status_writer->SetDeviceStatus(update.claim, update.devices);
+    if (!status.ok()) {
+      // Best effort: the claim works without it; NotFound after an unprepare is the usual case
+      // of a deleted claim.
+      if (update.devices.empty() && absl::IsNotFound(status)) {
+        log::Logger().V(2).Info("ResourceClaim is gone; no status to clear", "claim",
+                                update.claim.Display(), "uid", update.claim.uid);
+      } else {
+        log::Logger().Error(status, "Writing ResourceClaim status.devices failed", "claim",
+                            update.claim.Display(), "uid", update.claim.uid, "devices",
+                            update.devices.size());
+      }
+    }
+    lock.lock();
+    status_busy_ = false;
+    status_cv_.notify_all();
+  }
+}
+
+void ClaimPreparer::WaitForStatusWrites() {
+  std::unique_lock lock(status_mutex_);
+  status_cv_.wait(lock,
+                  [this] { return status_stop_ || (status_queue_.empty() && !status_busy_); });
 }
 
 }  // namespace devlet::dra_kubelet

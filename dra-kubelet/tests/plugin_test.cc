@@ -166,6 +166,90 @@ TEST_F(PluginTest, RegistrationPrepareHealthAndStop) {
   plugin->Stop();  // Idempotent.
 }
 
+// HealthOf returns gpu-<n>'s health in a snapshot (UNKNOWN when absent).
+template <typename Response>
+int HealthOf(const Response& snapshot, const std::string& device) {
+  for (const auto& entry : snapshot.devices()) {
+    if (entry.device().device_name() == device) return static_cast<int>(entry.health());
+  }
+  return 0;
+}
+
+TEST_F(PluginTest, HealthIsResentWithoutChangesAtTheInterval) {
+  options_.health_resend_interval = std::chrono::milliseconds(100);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KubeletPlugin> plugin,
+                       KubeletPlugin::Start(options_, *preparer_, &backend_));
+  auto health = ::v1::DRAResourceHealth::NewStub(Dial(plugin->DraSocketPath()));
+  auto context = Context(20);
+  auto reader = health->NodeWatchResources(context.get(), {});
+  ::v1::NodeWatchResourcesResponse snapshot;
+  ASSERT_TRUE(reader->Read(&snapshot));  // The initial snapshot.
+  // Nothing changes: the stream must still carry a full snapshot every interval. Without
+  // re-sends the reads below would block until the 20 s deadline.
+  auto start = std::chrono::steady_clock::now();
+  constexpr int kResends = 5;
+  for (int i = 0; i < kResends; ++i) {
+    ASSERT_TRUE(reader->Read(&snapshot)) << "re-send " << i;
+    EXPECT_EQ(snapshot.devices_size(), 2);
+    EXPECT_EQ(HealthOf(snapshot, "gpu-0"), ::v1::HEALTHY);
+  }
+  auto took = std::chrono::steady_clock::now() - start;
+  // Five re-sends at 100 ms take about 500 ms; the bound leaves room for a loaded machine but
+  // not for a broadcaster that only sends on changes.
+  EXPECT_GE(took, std::chrono::milliseconds(kResends * 100 - 50));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  plugin->Stop();
+  while (reader->Read(&snapshot)) {
+  }
+  reader->Finish();
+}
+
+TEST_F(PluginTest, HealthChangesArePushedAtOnceBothWays) {
+  // The longest interval allowed: a change that arrives well before it was pushed, not re-sent.
+  options_.health_resend_interval = kMaxHealthResendInterval;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KubeletPlugin> plugin,
+                       KubeletPlugin::Start(options_, *preparer_, &backend_));
+  auto health = ::v1alpha1::DRAResourceHealth::NewStub(Dial(plugin->DraSocketPath()));
+  auto context = Context(20);
+  auto reader = health->NodeWatchResources(context.get(), {});
+  ::v1alpha1::NodeWatchResourcesResponse snapshot;
+  ASSERT_TRUE(reader->Read(&snapshot));
+  EXPECT_EQ(HealthOf(snapshot, "gpu-1"), ::v1alpha1::HEALTHY);
+
+  auto start = std::chrono::steady_clock::now();
+  backend_.SetHealth("gpu-1", HealthStatus::kUnhealthy, "ECC errors");
+  ASSERT_TRUE(reader->Read(&snapshot));
+  EXPECT_EQ(HealthOf(snapshot, "gpu-1"), ::v1alpha1::UNHEALTHY);
+  EXPECT_EQ(HealthOf(snapshot, "gpu-0"), ::v1alpha1::HEALTHY);
+  for (const auto& entry : snapshot.devices()) {
+    if (entry.device().device_name() == "gpu-1") {
+      EXPECT_EQ(entry.message(), "ECC errors");
+      EXPECT_EQ(entry.device().pool_name(), pool_);
+    }
+  }
+  backend_.SetHealth("gpu-1", HealthStatus::kHealthy, "");
+  ASSERT_TRUE(reader->Read(&snapshot));
+  EXPECT_EQ(HealthOf(snapshot, "gpu-1"), ::v1alpha1::HEALTHY);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  plugin->Stop();
+  while (reader->Read(&snapshot)) {
+  }
+  reader->Finish();
+}
+
+TEST_F(PluginTest, RefusesAHealthIntervalBeyondTheKubeletsTimeout) {
+  EXPECT_LE(PluginOptions{}.health_resend_interval, kMaxHealthResendInterval);
+  options_.health_resend_interval = std::chrono::milliseconds(30001);
+  EXPECT_THAT(KubeletPlugin::Start(options_, *preparer_, &backend_),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 30 s")));
+  options_.health_resend_interval = std::chrono::milliseconds(0);
+  EXPECT_THAT(KubeletPlugin::Start(options_, *preparer_, &backend_),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than 0")));
+  // Without health there is nothing to re-send.
+  options_.health = false;
+  EXPECT_THAT(KubeletPlugin::Start(options_, *preparer_, &backend_), IsOk());
+}
+
 TEST_F(PluginTest, HealthOffIsUnimplementedAndNotAdvertised) {
   options_.health = false;
   options_.serve_v1beta1 = false;

@@ -3,8 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/local.h"
@@ -18,6 +22,7 @@ using ::devlet::testing::StatusIs;
 using testing::FakeClaimSource;
 using testing::ReadFile;
 using testing::TempDir;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -154,6 +159,155 @@ TEST_F(PreparerTest, RepeatedPrepareIsIdempotentAndRegeneratesLostFiles) {
   EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), spec_before);
   EXPECT_EQ(ReadFile(MetadataFile("a", "gpu")), metadata_before);
   EXPECT_TRUE(Exists(CdiPath("gpu.devlet.test_metadata_uid-a_gpu.json")));
+}
+
+// The CDI writer may skip fsync: a power loss can leave a spec empty, or a file stale. A repeated
+// prepare compares every file with what the record renders and rewrites what differs.
+TEST_F(PreparerTest, RepeatedPrepareRepairsEmptyAndStaleFiles) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  const std::string spec = ReadFile(ClaimSpec("uid-a"));
+  const std::string metadata = ReadFile(MetadataFile("a", "gpu"));
+  testing::WriteFile(ClaimSpec("uid-a"), "");
+  testing::WriteFile(MetadataFile("a", "gpu"), metadata.substr(0, metadata.size() / 2));
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), spec);
+  EXPECT_EQ(ReadFile(MetadataFile("a", "gpu")), metadata);
+}
+
+// CountingStore counts Commit calls and can hold the first one until released, or fail one.
+class CountingStore final : public CheckpointStore {
+ public:
+  explicit CountingStore(CheckpointStore& inner) : inner_(inner) {}
+  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
+    return inner_.Get(uid);
+  }
+  absl::Status Put(const ClaimRecord& record) override { return inner_.Put(record); }
+  absl::Status Delete(const std::string& uid) override { return inner_.Delete(uid); }
+  absl::StatusOr<std::vector<ClaimRecord>> List() override { return inner_.List(); }
+  absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                      const std::vector<std::string>& deletes) override {
+    const int n = ++commits;
+    {
+      std::unique_lock lock(mutex_);
+      if (n == 1 && hold_first) {
+        held = true;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return !hold_first; });
+      }
+    }
+    if (n == fail_commit) return absl::ResourceExhaustedError("disk full (injected)");
+    return inner_.Commit(puts, deletes);
+  }
+  void WaitUntilHeld() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return held; });
+  }
+  void Release() {
+    std::lock_guard lock(mutex_);
+    hold_first = false;
+    cv_.notify_all();
+  }
+
+  std::atomic<int> commits{0};
+  bool hold_first = false;
+  bool held = false;
+  int fail_commit = 0;
+
+ private:
+  CheckpointStore& inner_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+// Group commit: calls that arrive while a batch runs are queued (PrepareAsync returns at once)
+// and prepared together, with one PrepareStarted and one PrepareCompleted write for all of them.
+TEST_F(PreparerTest, ConcurrentCallsShareCheckpointWrites) {
+  CountingStore store(checkpoint_);
+  store.hold_first = true;
+  ClaimPreparer preparer(options_, claims_, backend_, cdi_, store);
+  for (int i = 0; i < 4; ++i) {
+    claims_.Add(Claim("c" + std::to_string(i), "uid-" + std::to_string(i),
+                      {{"gpu", "gpu-" + std::to_string(i)}}));
+  }
+  std::map<std::string, PrepareResult> first;
+  std::thread committer([&] { first = preparer.Prepare({{"default", "c0", "uid-0"}}); });
+  store.WaitUntilHeld();  // c0's batch is inside its PrepareStarted write.
+
+  std::mutex mutex;
+  std::map<std::string, PrepareResult> later;
+  for (int i = 1; i < 4; ++i) {
+    const std::string uid = "uid-" + std::to_string(i);
+    preparer.PrepareAsync({{"default", "c" + std::to_string(i), uid}},
+                          [&](std::map<std::string, PrepareResult> results) {
+                            std::lock_guard lock(mutex);
+                            for (auto& [k, v] : results) later[k] = v;
+                          });
+  }
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(later.empty());  // Queued behind the running batch, not run by the callers.
+  }
+  store.Release();
+  committer.join();
+  EXPECT_THAT(first["uid-0"].error, IsEmpty());
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(later.size(), 3u);
+  for (const auto& [uid, result] : later) {
+    EXPECT_THAT(result.error, IsEmpty()) << uid;
+    ASSERT_EQ(result.devices.size(), 1u) << uid;
+  }
+  EXPECT_EQ(store.commits.load(), 4);  // 2 for c0's batch, 2 for the other three together.
+  EXPECT_EQ(backend_.PreparedDevices().size(), 4u);
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimRecord> records, checkpoint_.List());
+  EXPECT_EQ(records.size(), 4u);
+  for (const ClaimRecord& record : records) EXPECT_EQ(record.state, ClaimState::kPrepareCompleted);
+
+  // Unprepare of several claims is one write too.
+  const int before = store.commits.load();
+  auto unprepared = preparer.Unprepare(
+      {{"default", "c1", "uid-1"}, {"default", "c2", "uid-2"}, {"default", "c3", "uid-3"}});
+  for (const auto& [uid, error] : unprepared) EXPECT_THAT(error, IsEmpty()) << uid;
+  EXPECT_EQ(store.commits.load(), before + 1);
+}
+
+TEST_F(PreparerTest, TwoClaimsOfOneBatchNeverShareADevice) {
+  ResourceClaim a = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  ResourceClaim b = Claim("b", "uid-b", {{"gpu", "gpu-0"}});
+  claims_.Add(a);
+  claims_.Add(b);
+  std::map<std::string, PrepareResult> results = preparer_->Prepare({a.Ref(), b.Ref()});
+  EXPECT_THAT(results["uid-a"].error, IsEmpty());
+  EXPECT_THAT(results["uid-b"].error,
+              HasSubstr("device node-1/gpu-0 is already prepared for ResourceClaim default/a"));
+  EXPECT_EQ(backend_.PreparedDevices().size(), 1u);
+}
+
+// A failed PrepareCompleted write undoes the whole batch: nothing stays half-prepared.
+TEST_F(PreparerTest, FailedCompletionWriteRollsBackTheBatch) {
+  CountingStore store(checkpoint_);
+  store.fail_commit = 2;
+  ClaimPreparer preparer(options_, claims_, backend_, cdi_, store);
+  ResourceClaim a = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  ResourceClaim b = Claim("b", "uid-b", {{"gpu", "gpu-1"}});
+  claims_.Add(a);
+  claims_.Add(b);
+  std::map<std::string, PrepareResult> results = preparer.Prepare({a.Ref(), b.Ref()});
+  for (const char* uid : {"uid-a", "uid-b"}) {
+    EXPECT_THAT(results[uid].error,
+                AllOf(HasSubstr("recording PrepareCompleted"), HasSubstr("disk full"))) << uid;
+  }
+  EXPECT_THAT(backend_.PreparedDevices(), IsEmpty());
+  EXPECT_FALSE(Exists(ClaimSpec("uid-a")));
+  EXPECT_FALSE(Exists(ClaimSpec("uid-b")));
+  EXPECT_FALSE(Exists(dir_.path() + "/data/dra-device-metadata/default_a"));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimRecord> records, checkpoint_.List());
+  EXPECT_THAT(records, IsEmpty());
+  // The next attempt works.
+  results = preparer.Prepare({a.Ref(), b.Ref()});
+  EXPECT_THAT(results["uid-a"].error, IsEmpty());
+  EXPECT_THAT(results["uid-b"].error, IsEmpty());
 }
 
 TEST_F(PreparerTest, PerClaimErrorsForAPerson) {

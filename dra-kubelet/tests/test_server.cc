@@ -83,6 +83,16 @@ class CrashingStore final : public CheckpointStore {
     return status;
   }
   absl::StatusOr<std::vector<ClaimRecord>> List() override { return inner_.List(); }
+  // A batch commit is one crash point: "checkpoint.put" when it stores records (PrepareStarted,
+  // PrepareCompleted), "checkpoint.delete" when it only removes them (unprepare).
+  absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                      const std::vector<std::string>& deletes) override {
+    const std::string op = puts.empty() ? "checkpoint.delete" : "checkpoint.put";
+    int call = plan_.Before(op);
+    absl::Status status = inner_.Commit(puts, deletes);
+    plan_.After(op, call);
+    return status;
+  }
 
  private:
   CheckpointStore& inner_;
@@ -105,6 +115,9 @@ class CrashingCdi final : public CdiWriter {
     return status;
   }
   bool SpecExists(const std::string& name) override { return inner_.SpecExists(name); }
+  bool SpecIsCurrent(const std::string& name, const CdiSpec& spec) override {
+    return inner_.SpecIsCurrent(name, spec);
+  }
 
  private:
   CdiWriter& inner_;

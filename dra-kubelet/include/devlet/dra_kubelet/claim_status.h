@@ -10,8 +10,8 @@
 //                          claim, replaces our driver's entries and writes the status back with a
 //                          resourceVersion precondition, retrying on conflict.
 //
-//   ReadyDeviceStatuses    what the preparer publishes after a prepare: Ready=True per device,
-//                          plus networkData when the backend knew it.
+//   ReadyDeviceStatuses    (preparer.h) what the preparer publishes after a prepare: Ready=True
+//                          per device, plus networkData when the backend knew it.
 //
 //   KubeClaimStatusWriter writer(store, "gpu.devlet.io");
 //   DEVLET_RETURN_IF_ERROR(writer.SetDeviceStatus(ref, ReadyDeviceStatuses(record)));
@@ -23,16 +23,10 @@
 
 #include "absl/status/status.h"
 #include "devlet/dra_kubelet/interfaces.h"
+#include "devlet/dra_kubelet/preparer.h"
 #include "devlet/kube/client.h"
 
 namespace devlet::dra_kubelet {
-
-// kReadyConditionType is the condition the preparer sets on every prepared device.
-inline constexpr std::string_view kReadyConditionType = "Ready";
-
-// ReadyDeviceStatuses returns one entry per device of `record`: condition Ready=True (reason
-// "Prepared") and the device's network data, if any. `now_unix` stamps lastTransitionTime.
-std::vector<DeviceStatus> ReadyDeviceStatuses(const ClaimRecord& record, std::int64_t now_unix);
 
 // ValidateDeviceStatus checks the API server's limits on one entry (conditions <= 8 with unique,
 // non-empty types, status True/False/Unknown and a reason; data a JSON object <= 10 KiB;

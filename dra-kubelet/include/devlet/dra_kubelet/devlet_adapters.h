@@ -39,17 +39,23 @@ class ManifestClaimSource final : public ClaimSource {
   std::string dir_;
 };
 
-// CdiSpecWriter writes specs with cdi::WriteSpec (validated, atomic) into `cdi_root`.
+// CdiSpecWriter writes specs with cdi::WriteSpec (validated, atomic) into `cdi_root`. By default
+// without fsync: the specs are transient (the CDI root is normally a tmpfs), the rename keeps
+// them atomic for the runtime and across our own crash, and the preparer rewrites a spec that a
+// power loss left missing, empty or stale (SpecIsCurrent) from the checkpoint, which is synced.
 class CdiSpecWriter final : public CdiWriter {
  public:
-  explicit CdiSpecWriter(std::string cdi_root);
+  explicit CdiSpecWriter(std::string cdi_root, bool sync = false);
 
   absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
   absl::Status RemoveSpec(const std::string& file_name) override;
   bool SpecExists(const std::string& file_name) override;
+  // SpecIsCurrent compares the file with the spec's encoding (ignoring the version field).
+  bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) override;
 
  private:
   std::string root_;
+  bool sync_;
 };
 
 // StateCheckpointStore keeps ClaimRecords in the state/ checkpoint. Each record fills the generic
@@ -70,6 +76,9 @@ class StateCheckpointStore final : public CheckpointStore {
   absl::Status Put(const ClaimRecord& record) override;
   absl::Status Delete(const std::string& claim_uid) override;
   absl::StatusOr<std::vector<ClaimRecord>> List() override;
+  // Commit is one state/ Update: one checkpoint write for the whole batch.
+  absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                      const std::vector<std::string>& deletes) override;
 
   // store is the underlying state/ store (e.g. for the NRI plugin in the same process).
   state::CheckpointStore& store() { return *store_; }

@@ -173,6 +173,13 @@ class CdiWriter {
   virtual absl::Status RemoveSpec(const std::string& file_name) = 0;
   // SpecExists reports whether the file is present.
   virtual bool SpecExists(const std::string& file_name) = 0;
+  // SpecIsCurrent reports whether the file holds exactly what WriteSpec(file_name, spec) writes.
+  // Writers that skip fsync (specs are regenerated from the checkpoint) override it so a repeated
+  // prepare also repairs a file a power loss left empty or stale; the default only checks presence.
+  virtual bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) {
+    (void)spec;
+    return SpecExists(file_name);
+  }
 };
 
 // ---- Checkpoint ------------------------------------------------------------------------------
@@ -215,6 +222,20 @@ class CheckpointStore {
   // Delete removes the entry; a missing entry is success.
   virtual absl::Status Delete(const std::string& claim_uid) = 0;
   virtual absl::StatusOr<std::vector<ClaimRecord>> List() = 0;
+
+  // Commit stores `puts` and removes `deletes` (group commit: the preparer batches the claims of
+  // concurrent kubelet calls). Stores that can override it to make the whole change durable with
+  // one write; the default applies the changes one by one, so on failure a prefix may be applied.
+  virtual absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) {
+    for (const ClaimRecord& record : puts) {
+      if (absl::Status status = Put(record); !status.ok()) return status;
+    }
+    for (const std::string& uid : deletes) {
+      if (absl::Status status = Delete(uid); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
 };
 
 // ---- Health ---------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ class JsonCdiWriter final : public CdiWriter {
   absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
   absl::Status RemoveSpec(const std::string& file_name) override;
   bool SpecExists(const std::string& file_name) override;
+  bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) override;
 
   // RenderSpec returns the JSON text WriteSpec writes.
   static std::string RenderSpec(const CdiSpec& spec);
@@ -111,6 +112,9 @@ class FileCheckpointStore final : public CheckpointStore {
   absl::Status Put(const ClaimRecord& record) override;
   absl::Status Delete(const std::string& claim_uid) override;
   absl::StatusOr<std::vector<ClaimRecord>> List() override;
+  // Commit rewrites the file once for the whole batch.
+  absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                      const std::vector<std::string>& deletes) override;
 
  private:
   absl::StatusOr<std::map<std::string, ClaimRecord>> Load();

@@ -45,6 +45,10 @@ inline constexpr std::string_view kHealthV1alpha1Service = "v1alpha1.DRAResource
 // PluginInfo.type of a DRA driver.
 inline constexpr std::string_view kDraPluginType = "DRAPlugin";
 
+// kMaxHealthResendInterval bounds PluginOptions::health_resend_interval: the kubelet marks a
+// device's health Unknown when no update came within its health check timeout (30 s by default).
+inline constexpr std::chrono::seconds kMaxHealthResendInterval{30};
+
 // PluginOptions configures the sockets and services.
 struct PluginOptions {
   std::string driver_name;
@@ -57,7 +61,8 @@ struct PluginOptions {
   bool serve_v1beta1 = true;
   // Serve and advertise the health services; when off they answer Unimplemented.
   bool health = true;
-  // Health snapshots are re-sent at least this often (the kubelet's lease is 30 s).
+  // Health snapshots are re-sent at least this often, changes at once. More than 0 and at most
+  // kMaxHealthResendInterval (Start refuses other values).
   std::chrono::milliseconds health_resend_interval{20000};
   // Threads that run prepare and unprepare.
   int worker_threads = 2;

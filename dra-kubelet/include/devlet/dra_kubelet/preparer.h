@@ -7,17 +7,35 @@
 // resolve opaque configuration, record PrepareStarted, prepare every device through the backend,
 // write the per-claim CDI spec (and, when enabled, the KEP-5304 device-metadata files and their
 // CDI specs), record PrepareCompleted. A repeated prepare of a completed claim rewrites missing
-// files from the checkpoint and returns the same devices. Unprepare works from the checkpoint
-// alone; unknown claims succeed. Errors are per claim and written for a person.
+// or stale files from the checkpoint and returns the same devices. Unprepare works from the
+// checkpoint alone; unknown claims succeed. Errors are per claim and written for a person.
+//
+// Group commit: claims are fetched by the calling thread, then queued; one caller at a time takes
+// everything queued as a batch and makes each checkpoint step (PrepareStarted, PrepareCompleted)
+// one durable write for the whole batch, so N concurrent kubelet calls cost two checkpoint
+// writes, not 2N. Callers that find a batch running return at once (PrepareAsync) and get their
+// answer from the thread that runs the next batch.
+//
+// With a ClaimStatusWriter the preparer publishes Ready=True (and networkData) for each device
+// of a newly prepared claim in ResourceClaim status.devices, and clears our entries after an
+// unprepare. Writes run on their own thread in commit order, outside the preparer's lock, and are
+// best effort: a failure is logged and never fails the kubelet's call.
 //
 //   ClaimPreparer preparer(options, claims, backend, cdi, checkpoint);
 //   std::map<std::string, PrepareResult> results = preparer.Prepare(refs);
 #pragma once
 
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,7 +56,16 @@ struct PreparerOptions {
   // When non-empty, every prepare and unprepare also holds flock() on this file (rolling update:
   // two plugin instances share the checkpoint).
   std::string serialize_lock_path;
+  // ResourceClaim status.devices (KEP-4817); null: not published. Must outlive the preparer.
+  ClaimStatusWriter* status_writer = nullptr;
 };
+
+// kReadyConditionType is the condition the preparer sets on every prepared device.
+inline constexpr std::string_view kReadyConditionType = "Ready";
+
+// ReadyDeviceStatuses returns one entry per device of `record`: condition Ready=True (reason
+// "Prepared") and the device's network data, if any. `now_unix` stamps lastTransitionTime.
+std::vector<DeviceStatus> ReadyDeviceStatuses(const ClaimRecord& record, std::int64_t now_unix);
 
 // PreparedClaimDevice is one device of a prepared claim as the kubelet sees it.
 struct PreparedClaimDevice {
@@ -57,19 +84,35 @@ struct PrepareResult {
   std::string error;
 };
 
-// ClaimPreparer implements prepare and unprepare. Thread-safe; calls are serialized internally
-// (claims are fetched before taking the lock).
+// PrepareDone receives the results of PrepareAsync.
+using PrepareDone = std::function<void(std::map<std::string, PrepareResult>)>;
+
+// ClaimPreparer implements prepare and unprepare. Thread-safe; batches run one at a time (claims
+// are fetched before, in the calling thread).
 class ClaimPreparer {
  public:
   // The dependencies must outlive the preparer.
   ClaimPreparer(PreparerOptions options, ClaimSource& claims, DeviceBackend& backend,
                 CdiWriter& cdi, CheckpointStore& checkpoint);
+  // Waits for queued status writes that are already running; drops the rest (logged).
+  ~ClaimPreparer();
+  ClaimPreparer(const ClaimPreparer&) = delete;
+  ClaimPreparer& operator=(const ClaimPreparer&) = delete;
 
   // Prepare returns one entry per distinct claim UID in `refs`.
   std::map<std::string, PrepareResult> Prepare(const std::vector<ClaimRef>& refs);
 
+  // PrepareAsync fetches the claims in this thread, queues them for the next batch and calls
+  // `done` (from this or another caller's thread) with one entry per distinct claim UID. It returns
+  // at once when another thread runs batches; otherwise this thread runs batches until the queue
+  // is empty.
+  void PrepareAsync(const std::vector<ClaimRef>& refs, PrepareDone done);
+
   // Unprepare returns one entry per distinct claim UID: empty on success, else the error.
   std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& refs);
+
+  // WaitForStatusWrites blocks until every status write queued so far has been attempted.
+  void WaitForStatusWrites();
 
   // CdiKind returns "k8s.<driver>/claim", the kind of per-claim specs.
   [[nodiscard]] std::string CdiKind() const;
@@ -77,19 +120,41 @@ class ClaimPreparer {
   [[nodiscard]] std::string ClaimSpecFileName(const std::string& claim_uid) const;
 
  private:
-  absl::StatusOr<std::vector<PreparedClaimDevice>> PrepareOne(const ClaimRef& ref,
-                                                              const ResourceClaim& claim);
-  absl::Status UnprepareOne(const ClaimRef& ref);
+  struct Pending;
+  struct Work;
+  struct StatusUpdate {
+    ClaimRef claim;
+    std::vector<DeviceStatus> devices;  // empty: clear our entries
+  };
+
+  void RunBatch(std::vector<std::unique_ptr<Pending>>& batch);
+  absl::Status Plan(Work& work, const std::map<std::string, ClaimRecord>& checkpoint,
+                    const std::vector<const ClaimRecord*>& planned);
+  absl::Status PrepareDevices(ClaimRecord& record);
+  void RollBack(const ClaimRecord& record);
   absl::Status WriteFiles(ClaimRecord& record);
   absl::Status EnsureFiles(const ClaimRecord& record);
   absl::Status RemoveFiles(const ClaimRecord& record);
+  void QueueStatus(StatusUpdate update);  // call with mutex_ held: keeps commit order
+  void RunStatusWriter();
 
   PreparerOptions options_;
   ClaimSource& claims_;
   DeviceBackend& backend_;
   CdiWriter& cdi_;
   CheckpointStore& checkpoint_;
-  std::mutex mutex_;  // Serializes prepare and unprepare.
+  std::mutex mutex_;  // Serializes batches and unprepare.
+
+  std::mutex queue_mutex_;  // Guards queue_ and committing_.
+  std::vector<std::unique_ptr<Pending>> queue_;
+  bool committing_ = false;  // A thread is running batches.
+
+  std::mutex status_mutex_;  // Guards the status queue.
+  std::condition_variable status_cv_;
+  std::deque<StatusUpdate> status_queue_;
+  bool status_busy_ = false;
+  bool status_stop_ = false;
+  std::thread status_thread_;
 };
 
 }  // namespace devlet::dra_kubelet

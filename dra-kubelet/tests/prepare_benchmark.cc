@@ -1,0 +1,381 @@
+// dra_kubelet_prepare_benchmark: NodePrepareResources latency through the real DRA socket, with
+// the stores devlet-node uses in standalone mode: claims from a kube::ManifestStore directory,
+// the simulated device backend, CDI specs through cdi/ and the state/ checkpoint. The data lives
+// under $TMPDIR (put it on the file system the checkpoint lives on in production: fsync costs
+// differ by orders of magnitude between tmpfs, ext4 and network disks).
+//
+//   BM_PrepareInFlight/N   N kubelet calls in flight at once, one claim each (N pods starting)
+//   BM_PrepareOneRequest/N one call carrying N claims (one pod with N claims)
+//
+// Counters: p50_ms / p99_ms are per-call latencies as the kubelet sees them; ms_per_claim is the
+// batch's wall time divided by N; the *_ms_per_claim counters split the preparer's time by store
+// (claim fetch, checkpoint reads, checkpoint writes, CDI writes, backend), measured by wrappers;
+// ckpt_writes_per_claim counts durable checkpoint writes (group commit shares them).
+// Every iteration unprepares its claims afterwards (not timed), so each prepare is a first one.
+//
+//   build-dra/dra-kubelet/dra_kubelet_prepare_benchmark --benchmark_min_time=1x
+#include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devlet/common/log.h"
+#include "devlet/dra_kubelet/devlet_adapters.h"
+#include "devlet/dra_kubelet/local.h"
+#include "devlet/dra_kubelet/plugin.h"
+#include "devlet/dra_kubelet/preparer.h"
+#include "devlet/kube/client.h"
+#include "dra/v1/api.grpc.pb.h"
+#include "test_util.h"
+
+namespace devlet::dra_kubelet {
+namespace {
+
+namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+constexpr char kDriver[] = "gpu.devlet.test";
+constexpr char kPool[] = "node-1";
+constexpr int kMaxClaims = 100;
+
+using Clock = std::chrono::steady_clock;
+
+double Millis(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// Accumulated time per store operation, in nanoseconds.
+struct Timings {
+  std::atomic<std::int64_t> fetch{0};
+  std::atomic<std::int64_t> checkpoint_read{0};
+  std::atomic<std::int64_t> checkpoint_write{0};
+  std::atomic<std::int64_t> cdi{0};
+  std::atomic<std::int64_t> backend{0};
+  std::atomic<std::int64_t> commits{0};  // checkpoint writes that stored records
+
+  void Reset() {
+    for (auto* t : {&fetch, &checkpoint_read, &checkpoint_write, &cdi, &backend, &commits}) {
+      t->store(0);
+    }
+  }
+};
+
+class Timer {
+ public:
+  explicit Timer(std::atomic<std::int64_t>& total) : total_(total), start_(Clock::now()) {}
+  ~Timer() {
+    total_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
+  }
+
+ private:
+  std::atomic<std::int64_t>& total_;
+  Clock::time_point start_;
+};
+
+// StoreClaimSource reads claims from a kube::ObjectStore, as devlet-node does.
+class StoreClaimSource final : public ClaimSource {
+ public:
+  StoreClaimSource(kube::ObjectStore& store, Timings& timings) : store_(store), t_(timings) {}
+  absl::StatusOr<ResourceClaim> GetClaim(const std::string& namespace_name,
+                                         const std::string& name, const std::string&) override {
+    Timer timer(t_.fetch);
+    absl::StatusOr<kube::ResourceClaim> claim =
+        kube::GetAs<kube::ResourceClaim>(store_, namespace_name, name);
+    if (!claim.ok()) return claim.status();
+    return ResourceClaimFromKube(*claim);
+  }
+
+ private:
+  kube::ObjectStore& store_;
+  Timings& t_;
+};
+
+class TimedCheckpoint final : public CheckpointStore {
+ public:
+  TimedCheckpoint(CheckpointStore& inner, Timings& timings) : inner_(inner), t_(timings) {}
+  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
+    Timer timer(t_.checkpoint_read);
+    return inner_.Get(uid);
+  }
+  absl::Status Put(const ClaimRecord& record) override {
+    Timer timer(t_.checkpoint_write);
+    return inner_.Put(record);
+  }
+  absl::Status Delete(const std::string& uid) override { return inner_.Delete(uid); }
+  absl::StatusOr<std::vector<ClaimRecord>> List() override {
+    Timer timer(t_.checkpoint_read);
+    return inner_.List();
+  }
+  absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                      const std::vector<std::string>& deletes) override {
+    if (puts.empty()) return inner_.Commit(puts, deletes);  // unprepare: not measured
+    Timer timer(t_.checkpoint_write);
+    ++t_.commits;
+    return inner_.Commit(puts, deletes);
+  }
+
+ private:
+  CheckpointStore& inner_;
+  Timings& t_;
+};
+
+class TimedCdi final : public CdiWriter {
+ public:
+  TimedCdi(CdiWriter& inner, Timings& timings) : inner_(inner), t_(timings) {}
+  absl::Status WriteSpec(const std::string& name, const CdiSpec& spec) override {
+    Timer timer(t_.cdi);
+    return inner_.WriteSpec(name, spec);
+  }
+  absl::Status RemoveSpec(const std::string& name) override { return inner_.RemoveSpec(name); }
+  bool SpecExists(const std::string& name) override { return inner_.SpecExists(name); }
+
+ private:
+  CdiWriter& inner_;
+  Timings& t_;
+};
+
+class TimedBackend final : public DeviceBackend {
+ public:
+  TimedBackend(DeviceBackend& inner, Timings& timings) : inner_(inner), t_(timings) {}
+  absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override {
+    Timer timer(t_.backend);
+    return inner_.Prepare(request);
+  }
+  absl::Status Unprepare(const DeviceUnprepareRequest& request) override {
+    return inner_.Unprepare(request);
+  }
+
+ private:
+  DeviceBackend& inner_;
+  Timings& t_;
+};
+
+std::string ClaimName(int i) { return "claim-" + std::to_string(i); }
+std::string ClaimUid(int i) { return "7f3c1a52-0000-4000-8000-" + std::to_string(100000000000 + i); }
+
+std::string ClaimJson(int i) {
+  const std::string gpu = "gpu-" + std::to_string(i);
+  return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":")" +
+         ClaimName(i) + R"(","namespace":"default","uid":")" + ClaimUid(i) +
+         R"("},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu"}}]}},)"
+         R"("status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
+         kDriver + R"(","pool":")" + kPool + R"(","device":")" + gpu +
+         R"("}]},"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name",)"
+         R"("operator":"In","values":["node-1"]}]}]}},"reservedFor":[{"resource":"pods",)"
+         R"("name":"pod-)" + std::to_string(i) + R"(","uid":"pod-uid-)" + std::to_string(i) +
+         R"("}]}})";
+}
+
+// Env is one plugin with its stores and a connected kubelet-side channel.
+class Env {
+ public:
+  Env() : backend_(kPool, SimulatedBackend::Gpus(kMaxClaims)) {
+    const std::string manifests = dir_.path() + "/manifests";
+    std::filesystem::create_directories(manifests);
+    for (int i = 0; i < kMaxClaims; ++i) {
+      testing::WriteFile(manifests + "/" + ClaimName(i) + ".json", ClaimJson(i));
+    }
+    store_ = Must(kube::ManifestStore::Open({.dir = manifests}));
+    claims_ = std::make_unique<StoreClaimSource>(*store_, timings_);
+    cdi_ = std::make_unique<CdiSpecWriter>(dir_.path() + "/cdi");
+    const std::string data = dir_.path() + "/plugins/" + kDriver;
+    checkpoint_ = Must(StateCheckpointStore::Open(data, kDriver, dir_.path() + "/cdi"));
+    timed_checkpoint_ = std::make_unique<TimedCheckpoint>(*checkpoint_, timings_);
+    timed_cdi_ = std::make_unique<TimedCdi>(*cdi_, timings_);
+    timed_backend_ = std::make_unique<TimedBackend>(backend_, timings_);
+    PreparerOptions preparer_options;
+    preparer_options.driver_name = kDriver;
+    preparer_options.node_name = kPool;
+    preparer_options.plugin_data_dir = data;
+    preparer_ = std::make_unique<ClaimPreparer>(preparer_options, *claims_, *timed_backend_,
+                                                *timed_cdi_, *timed_checkpoint_);
+    PluginOptions options;
+    options.driver_name = kDriver;
+    options.registrar_dir = dir_.path() + "/registry";
+    options.plugin_data_dir = data;
+    plugin_ = Must(KubeletPlugin::Start(options, *preparer_, &backend_));
+    channel_ = grpc::CreateChannel("unix:" + plugin_->DraSocketPath(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = drav1::DRAPlugin::NewStub(channel_);
+  }
+
+  ~Env() { plugin_->Stop(); }
+
+  // Prepare sends one NodePrepareResources for claims [first, first + count) and returns its
+  // latency; aborts the benchmark on any error (a number for a failing prepare means nothing).
+  Clock::duration Prepare(int first, int count) {
+    drav1::NodePrepareResourcesRequest request;
+    for (int i = first; i < first + count; ++i) {
+      auto* claim = request.add_claims();
+      claim->set_namespace_("default");
+      claim->set_name(ClaimName(i));
+      claim->set_uid(ClaimUid(i));
+    }
+    drav1::NodePrepareResourcesResponse response;
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    auto start = Clock::now();
+    grpc::Status status = stub_->NodePrepareResources(&context, request, &response);
+    auto took = Clock::now() - start;
+    if (!status.ok()) Fail("NodePrepareResources: " + status.error_message());
+    for (int i = first; i < first + count; ++i) {
+      auto it = response.claims().find(ClaimUid(i));
+      if (it == response.claims().end() || !it->second.error().empty() ||
+          it->second.devices_size() != 1) {
+        Fail("claim " + ClaimName(i) + " not prepared: " +
+             (it == response.claims().end() ? "missing" : it->second.error()));
+      }
+    }
+    return took;
+  }
+
+  // UnprepareAll releases claims [0, count) in one call.
+  void UnprepareAll(int count) {
+    drav1::NodeUnprepareResourcesRequest request;
+    for (int i = 0; i < count; ++i) {
+      auto* claim = request.add_claims();
+      claim->set_namespace_("default");
+      claim->set_name(ClaimName(i));
+      claim->set_uid(ClaimUid(i));
+    }
+    drav1::NodeUnprepareResourcesResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub_->NodeUnprepareResources(&context, request, &response);
+    if (!status.ok()) Fail("NodeUnprepareResources: " + status.error_message());
+    for (const auto& [uid, entry] : response.claims()) {
+      if (!entry.error().empty()) Fail("unprepare " + uid + ": " + entry.error());
+    }
+  }
+
+  Timings& timings() { return timings_; }
+
+ private:
+  template <typename T>
+  static T Must(absl::StatusOr<T> value) {
+    if (!value.ok()) Fail(std::string(value.status().message()));
+    return *std::move(value);
+  }
+  [[noreturn]] static void Fail(const std::string& why) {
+    std::fprintf(stderr, "benchmark setup failed: %s\n", why.c_str());
+    std::abort();
+  }
+
+  testing::TempDir dir_;
+  Timings timings_;
+  SimulatedBackend backend_;
+  std::unique_ptr<kube::ManifestStore> store_;
+  std::unique_ptr<StoreClaimSource> claims_;
+  std::unique_ptr<CdiSpecWriter> cdi_;
+  std::unique_ptr<StateCheckpointStore> checkpoint_;
+  std::unique_ptr<TimedCheckpoint> timed_checkpoint_;
+  std::unique_ptr<TimedCdi> timed_cdi_;
+  std::unique_ptr<TimedBackend> timed_backend_;
+  std::unique_ptr<ClaimPreparer> preparer_;
+  std::unique_ptr<KubeletPlugin> plugin_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<drav1::DRAPlugin::Stub> stub_;
+};
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  std::size_t index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+void Report(benchmark::State& state, Env& env, const std::vector<double>& latencies,
+            double total_batch_ms, std::int64_t claims) {
+  state.counters["p50_ms"] = Percentile(latencies, 0.50);
+  state.counters["p99_ms"] = Percentile(latencies, 0.99);
+  const double n = static_cast<double>(std::max<std::int64_t>(claims, 1));
+  state.counters["ms_per_claim"] = total_batch_ms / n;
+  Timings& t = env.timings();
+  auto per_claim = [&](std::atomic<std::int64_t>& total) {
+    return static_cast<double>(total.load()) / 1e6 / n;
+  };
+  state.counters["fetch_ms_per_claim"] = per_claim(t.fetch);
+  state.counters["ckpt_read_ms_per_claim"] = per_claim(t.checkpoint_read);
+  state.counters["ckpt_write_ms_per_claim"] = per_claim(t.checkpoint_write);
+  state.counters["cdi_ms_per_claim"] = per_claim(t.cdi);
+  state.counters["backend_ms_per_claim"] = per_claim(t.backend);
+  state.counters["ckpt_writes_per_claim"] = static_cast<double>(t.commits.load()) / n;
+}
+
+void BM_PrepareInFlight(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  Env env;
+  env.Prepare(0, 1);  // Connect and warm up.
+  env.UnprepareAll(1);
+  env.timings().Reset();
+  std::vector<double> latencies;
+  double total_ms = 0;
+  std::int64_t claims = 0;
+  for (auto _ : state) {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool go = false;
+    std::vector<double> batch(static_cast<std::size_t>(n));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        {
+          std::unique_lock lock(mutex);
+          cv.wait(lock, [&] { return go; });
+        }
+        batch[static_cast<std::size_t>(i)] = Millis(env.Prepare(i, 1));
+      });
+    }
+    auto start = Clock::now();
+    {
+      std::lock_guard lock(mutex);
+      go = true;
+    }
+    cv.notify_all();
+    for (std::thread& thread : threads) thread.join();
+    const double wall = Millis(Clock::now() - start);
+    state.SetIterationTime(wall / 1000.0);
+    total_ms += wall;
+    claims += n;
+    latencies.insert(latencies.end(), batch.begin(), batch.end());
+    env.UnprepareAll(n);
+  }
+  Report(state, env, latencies, total_ms, claims);
+}
+BENCHMARK(BM_PrepareInFlight)->Arg(1)->Arg(10)->Arg(100)->UseManualTime()->Unit(
+    benchmark::kMillisecond);
+
+void BM_PrepareOneRequest(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  Env env;
+  env.Prepare(0, 1);
+  env.UnprepareAll(1);
+  env.timings().Reset();
+  std::vector<double> latencies;
+  double total_ms = 0;
+  std::int64_t claims = 0;
+  for (auto _ : state) {
+    const double took = Millis(env.Prepare(0, n));
+    state.SetIterationTime(took / 1000.0);
+    latencies.push_back(took);
+    total_ms += took;
+    claims += n;
+    env.UnprepareAll(n);
+  }
+  Report(state, env, latencies, total_ms, claims);
+}
+BENCHMARK(BM_PrepareOneRequest)->Arg(1)->Arg(10)->Arg(100)->UseManualTime()->Unit(
+    benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace devlet::dra_kubelet
+
+BENCHMARK_MAIN();

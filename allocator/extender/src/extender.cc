@@ -264,15 +264,11 @@ struct NodeClaims {
   std::optional<kube::ResourceClaim> special;
 };
 
-// ClaimsForNode returns the claims to allocate on `node`: `pending` (Pointers(claims.pending)),
-// unless the node serves one of the synthesized claim's extended resources through a device
-// plugin (status.allocatable); then the claim is synthesized for that node into `local`. Lock
-// held.
-absl::StatusOr<const std::vector<const kube::ResourceClaim*>*> ClaimsForNode(
-    const ClusterState& state, const Request& request, const PodClaims& claims,
-    const std::vector<const kube::ResourceClaim*>& pending, const kube::Node& node,
-    NodeClaims& local) {
-  if (!claims.synthesized) return &pending;
+// DevicePluginServes reports whether `node` serves one of the synthesized claim's extended
+// resources through a device plugin (status.allocatable): then the claim differs there. Lock held.
+bool DevicePluginServes(const ClusterState& state, const Request& request,
+                        const PodClaims& claims, const kube::Node& node) {
+  if (!claims.synthesized) return false;
   std::set<std::string> from_request;
   const std::set<std::string>* served = nullptr;
   if (request.nodes.count(node.metadata.name) != 0) {
@@ -281,11 +277,20 @@ absl::StatusOr<const std::vector<const kube::ResourceClaim*>*> ClaimsForNode(
   } else {
     served = state.node_allocatable_locked(node.metadata.name);
   }
-  bool differs = false;
-  if (served != nullptr) {
-    for (const std::string& resource : claims.extended_resources) differs |= served->count(resource) != 0;
+  if (served == nullptr) return false;
+  for (const std::string& resource : claims.extended_resources) {
+    if (served->count(resource) != 0) return true;
   }
-  if (!differs) return &pending;
+  return false;
+}
+
+// ClaimsForNode returns the claims to allocate on `node`: `pending` (Pointers(claims.pending)),
+// unless DevicePluginServes; then the claim is synthesized for that node into `local`. Lock held.
+absl::StatusOr<const std::vector<const kube::ResourceClaim*>*> ClaimsForNode(
+    const ClusterState& state, const Request& request, const PodClaims& claims,
+    const std::vector<const kube::ResourceClaim*>& pending, const kube::Node& node,
+    NodeClaims& local) {
+  if (!DevicePluginServes(state, request, claims, node)) return &pending;
   DEVLET_ASSIGN_OR_RETURN(std::optional<allocator::ExtendedResourceClaim> special,
                           allocator::SynthesizeExtendedResourceClaim(
                               state.features(), request.pod,
@@ -409,15 +414,6 @@ std::string ErrorFilterReply(const std::string& error) {
       .dump();
 }
 
-// LookupNode returns the Node for a candidate: from the request (Nodes form) or the state.
-const kube::Node* LookupNode(const ClusterState& state, const Request& request,
-                             const std::string& name) {
-  auto it = request.nodes.find(name);
-  if (it != request.nodes.end()) return &it->second;
-  auto jt = state.nodes_locked().find(name);
-  return jt == state.nodes_locked().end() ? nullptr : &jt->second;
-}
-
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -453,23 +449,40 @@ struct CachedNode {
   std::optional<int64_t> score;  // prioritize's, once computed (current state only)
 };
 
-// ShapeCache holds the nodes' outcomes for one shape.
+// ShapeCache holds the nodes' outcomes for one shape. A request looks all its nodes up under one
+// lock, allocates on the others in parallel, and stores their outcomes under one lock.
 struct ShapeCache {
   std::mutex mu;
   std::unordered_map<std::string, CachedNode> nodes;
-
-  // Find returns the entry for `node` if it was computed at `version`.
-  std::optional<CachedNode> Find(const std::string& node, const ClusterState::NodeVersion& version) {
-    std::lock_guard lock(mu);
-    auto it = nodes.find(node);
-    if (it == nodes.end() || !(it->second.version == version)) return std::nullopt;
-    return it->second;
-  }
-  void Store(const std::string& node, CachedNode entry) {
-    std::lock_guard lock(mu);
-    nodes.insert_or_assign(node, std::move(entry));
-  }
 };
+
+// Candidate is one node of a request, as looked up before allocating.
+struct Candidate {
+  const kube::Node* node = nullptr;
+  ClusterState::NodeVersion version;
+  bool reusable = false;  // the outcome may be kept (and was looked up)
+};
+
+// LookupCandidates finds every candidate's Node and version (one hash lookup each, sequentially:
+// cheaper than handing them to threads). Nodes from the request (the Nodes form) or implied by
+// slices are never reused: versions track the state's Node objects only. Lock held.
+std::vector<Candidate> LookupCandidates(const ClusterState& state, const Request& request,
+                                        const PodClaims& claims, bool reuse) {
+  std::vector<Candidate> out(request.names.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string& name = request.names[i];
+    if (auto it = request.nodes.find(name); it != request.nodes.end()) {
+      out[i].node = &it->second;
+      continue;
+    }
+    ClusterState::NodeEntry entry = state.node_entry_locked(name);
+    out[i].node = entry.node;
+    out[i].version = entry.version;
+    out[i].reusable = reuse && entry.node != nullptr &&
+                      !DevicePluginServes(state, request, claims, *entry.node);
+  }
+  return out;
+}
 
 // ShapeKey identifies a shape: the state allocated against ('E': empty, score mode's filter;
 // 'C': current) and the claims' specs in order.
@@ -549,35 +562,46 @@ std::string Extender::Filter(std::string_view body) {
   if (options_.reuse_results && !pending.empty()) {
     shape = cache_->Get(ShapeKey(pending, score ? 'E' : 'C'));
   }
-  ParallelFor(n, options_.parallelism, [&](size_t i) {
-    const std::string& name = request->names[i];
-    const kube::Node* node = LookupNode(state_, *request, name);
-    if (node == nullptr) {
-      unknown[i] = 1;
-      verdict[i] = "node \"" + name + "\" is not known to devlet-extender";
-      return;
+  const std::vector<Candidate> candidates =
+      LookupCandidates(state_, *request, *claims, shape != nullptr);
+  std::vector<size_t> todo;  // nodes to allocate on
+  {
+    std::unique_lock<std::mutex> shape_lock;
+    if (shape) shape_lock = std::unique_lock(shape->mu);
+    for (size_t i = 0; i < n; ++i) {
+      const Candidate& c = candidates[i];
+      if (c.node == nullptr) {
+        unknown[i] = 1;
+        verdict[i] = "node \"" + request->names[i] + "\" is not known to devlet-extender";
+        continue;
+      }
+      if (!claims->allocated.empty()) {
+        verdict[i] = AllocatedMismatch(*claims, *c.node);
+        if (!verdict[i].empty()) continue;
+      }
+      if (c.reusable) {
+        auto it = shape->nodes.find(request->names[i]);
+        if (it != shape->nodes.end() && it->second.version == c.version) {
+          if (!it->second.fits) verdict[i] = it->second.reason;
+          continue;
+        }
+      }
+      todo.push_back(i);
     }
-    verdict[i] = AllocatedMismatch(*claims, *node);
-    if (!verdict[i].empty()) return;
+  }
+  std::vector<std::optional<CachedNode>> fresh(n);
+  ParallelFor(todo.size(), options_.parallelism, [&](size_t k) {
+    const size_t i = todo[k];
+    const Candidate& c = candidates[i];
     NodeClaims local;
-    auto for_node = ClaimsForNode(state_, *request, *claims, pending, *node, local);
+    auto for_node = ClaimsForNode(state_, *request, *claims, pending, *c.node, local);
     if (!for_node.ok()) {
       errors[i] = for_node.status();
       return;
     }
     if ((*for_node)->empty()) return;
-    // Only nodes the state knows (their versions track them) with the pod's common claims.
-    const bool reuse = shape != nullptr && *for_node == &pending && request->nodes.count(name) == 0;
-    ClusterState::NodeVersion version;
-    if (reuse) {
-      version = state_.node_version_locked(name);
-      if (std::optional<CachedNode> hit = shape->Find(name, version)) {
-        if (!hit->fits) verdict[i] = hit->reason;
-        return;
-      }
-    }
     allocator::AllocateOutcome out =
-        allocator::Allocate(snapshot, *node, **for_node, allocated, allocate_options);
+        allocator::Allocate(snapshot, *c.node, **for_node, allocated, allocate_options);
     switch (out.kind) {
       case allocator::AllocateOutcome::Kind::kAllocated:
         break;
@@ -588,18 +612,23 @@ std::string Extender::Filter(std::string_view body) {
         if (!score) errors[i] = out.status;  // score mode: not provable, let the plugin decide
         return;  // errors (timeouts too) are not kept
     }
-    if (reuse) {
-      CachedNode entry;
-      entry.version = version;
+    if (c.reusable) {
+      CachedNode& entry = fresh[i].emplace();
+      entry.version = c.version;
       entry.fits = verdict[i].empty();
       entry.reason = verdict[i];
       if (entry.fits) {
         entry.results =
             std::make_shared<const std::vector<kube::AllocationResult>>(std::move(out.results));
       }
-      shape->Store(name, std::move(entry));
     }
   });
+  if (shape) {
+    std::lock_guard shape_lock(shape->mu);
+    for (size_t i : todo) {
+      if (fresh[i]) shape->nodes.insert_or_assign(request->names[i], std::move(*fresh[i]));
+    }
+  }
   counters_.filter_micros_total +=
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
   for (size_t i = 0; i < n; ++i) {
@@ -682,35 +711,48 @@ std::string Extender::Prioritize(std::string_view body) {
       }
       return std::clamp<int64_t>(std::llround((locality + packing) / 2.0), 0, 10);
     };
-    ParallelFor(n, options_.parallelism, [&](size_t i) {
-      const std::string& name = request->names[i];
-      const kube::Node* node = LookupNode(state_, *request, name);
-      if (node == nullptr) return;
-      NodeClaims local;
-      auto for_node = ClaimsForNode(state_, *request, *claims, pending, *node, local);
-      if (!for_node.ok()) return;
-      if ((*for_node)->empty()) {
-        scores[i] = 5;  // nothing to place: neutral
-        return;
-      }
-      const bool reuse = shape != nullptr && *for_node == &pending && request->nodes.count(name) == 0;
-      CachedNode entry;
-      bool known = false;
-      if (reuse) {
-        entry.version = state_.node_version_locked(name);
-        if (std::optional<CachedNode> hit = shape->Find(name, entry.version)) {
-          if (hit->score) {
-            scores[i] = *hit->score;
-            return;
+    const std::vector<Candidate> candidates =
+        LookupCandidates(state_, *request, *claims, shape != nullptr);
+    // Nodes to allocate on (no kept outcome) or to score (kept outcome without a score).
+    std::vector<size_t> todo;
+    std::vector<CachedNode> entries(n);
+    {
+      std::unique_lock<std::mutex> shape_lock;
+      if (shape) shape_lock = std::unique_lock(shape->mu);
+      for (size_t i = 0; i < n; ++i) {
+        const Candidate& c = candidates[i];
+        if (c.node == nullptr) continue;
+        if (c.reusable) {
+          auto it = shape->nodes.find(request->names[i]);
+          if (it != shape->nodes.end() && it->second.version == c.version) {
+            if (it->second.score) {
+              scores[i] = *it->second.score;
+              continue;
+            }
+            if (!it->second.fits) continue;  // 0
+            entries[i] = it->second;
           }
-          entry = std::move(*hit);
-          known = true;
         }
+        todo.push_back(i);
       }
-      if (!known) {
+    }
+    std::vector<char> store(n, 0);
+    ParallelFor(todo.size(), options_.parallelism, [&](size_t k) {
+      const size_t i = todo[k];
+      const Candidate& c = candidates[i];
+      CachedNode& entry = entries[i];
+      if (!entry.results) {
+        NodeClaims local;
+        auto for_node = ClaimsForNode(state_, *request, *claims, pending, *c.node, local);
+        if (!for_node.ok()) return;
+        if ((*for_node)->empty()) {
+          scores[i] = 5;  // nothing to place: neutral
+          return;
+        }
         allocator::AllocateOutcome out = allocator::Allocate(
-            snapshot, *node, **for_node, state_.allocated_locked(), {});
+            snapshot, *c.node, **for_node, state_.allocated_locked(), {});
         if (out.kind == allocator::AllocateOutcome::Kind::kError) return;
+        entry.version = c.version;
         entry.fits = out.kind == allocator::AllocateOutcome::Kind::kAllocated;
         if (entry.fits) {
           entry.results =
@@ -719,12 +761,16 @@ std::string Extender::Prioritize(std::string_view body) {
           entry.reason = out.reason.empty() ? "cannot allocate all claims" : out.reason;
         }
       }
-      scores[i] = entry.fits ? score_of(*entry.results, *node) : 0;
-      if (reuse) {
-        entry.score = scores[i];
-        shape->Store(name, std::move(entry));
-      }
+      scores[i] = entry.fits ? score_of(*entry.results, *c.node) : 0;
+      entry.score = scores[i];
+      store[i] = c.reusable;
     });
+    if (shape) {
+      std::lock_guard shape_lock(shape->mu);
+      for (size_t i : todo) {
+        if (store[i]) shape->nodes.insert_or_assign(request->names[i], std::move(entries[i]));
+      }
+    }
   }
   // Written directly: a json value per host (an object, two keys, two values) cost more than
   // scoring a node on large clusters.

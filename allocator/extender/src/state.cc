@@ -87,9 +87,11 @@ absl::Status ClusterState::Apply(const kube::Object& object) {
   } else if (const auto* claim = std::get_if<kube::ResourceClaim>(&object)) {
     DEVLET_RETURN_IF_ERROR(ApplyClaimLocked(*claim));
   } else if (const auto* n = std::get_if<kube::Node>(&object)) {
-    nodes_[n->metadata.name] = *n;
+    kube::Node& stored = nodes_[n->metadata.name] = *n;
     node_allocatable_[n->metadata.name] = allocator::NodeAllocatableResources(*n);
-    ++node_versions_[n->metadata.name];
+    NodeRecord& record = node_records_[n->metadata.name];
+    ++record.version;
+    record.node = &stored;
   } else if (const auto* p = std::get_if<kube::Pod>(&object)) {
     pods_[Key(p->metadata)] = *p;
   }
@@ -128,7 +130,9 @@ absl::Status ClusterState::Delete(const kube::Object& object) {
   } else if (std::holds_alternative<kube::Node>(object)) {
     nodes_.erase(meta.name);
     node_allocatable_.erase(meta.name);
-    ++node_versions_[meta.name];
+    NodeRecord& record = node_records_[meta.name];
+    ++record.version;
+    record.node = nullptr;
   } else if (std::holds_alternative<kube::Pod>(object)) {
     pods_.erase(Key(meta));
   }
@@ -154,7 +158,7 @@ void ClusterState::BumpPoolLocked(std::string_view driver, std::string_view pool
   }
   // A pool nobody publishes slices for is in no node's view: its slices bump when they come.
   if (auto it = pool_nodes_.find(key); it != pool_nodes_.end()) {
-    for (const auto& [node, count] : it->second) ++node_versions_[node];
+    for (const auto& [node, count] : it->second) ++node_records_[node].version;
   }
 }
 
@@ -190,7 +194,7 @@ void ClusterState::IndexSliceLocked(const kube::ResourceSlice& slice, int delta)
     if ((pool_shared_[key] += delta) <= 0) pool_shared_.erase(key);
     return;
   }
-  ++node_versions_[*slice.spec.node_name];
+  ++node_records_[*slice.spec.node_name].version;
   auto& nodes = pool_nodes_[key];
   if ((nodes[*slice.spec.node_name] += delta) <= 0) nodes.erase(*slice.spec.node_name);
   if (nodes.empty()) pool_nodes_.erase(key);
@@ -217,8 +221,14 @@ const kube::Device* ClusterState::FindDeviceLocked(std::string_view driver, std:
 }
 
 ClusterState::NodeVersion ClusterState::node_version_locked(const std::string& node) const {
-  auto it = node_versions_.find(node);
-  return NodeVersion{global_version_, it == node_versions_.end() ? 0 : it->second};
+  auto it = node_records_.find(node);
+  return NodeVersion{global_version_, it == node_records_.end() ? 0 : it->second.version};
+}
+
+ClusterState::NodeEntry ClusterState::node_entry_locked(const std::string& name) const {
+  auto it = node_records_.find(name);
+  if (it == node_records_.end()) return NodeEntry{nullptr, NodeVersion{global_version_, 0}};
+  return NodeEntry{it->second.node, NodeVersion{global_version_, it->second.version}};
 }
 
 void ClusterState::RebuildExtendedClassesLocked() {

@@ -482,6 +482,24 @@ status: {allocatable: {example.com/gpu: "8", cpu: "4"}}
   EXPECT_EQ(writer_.bindings().at("default/x"), "node-a");
 }
 
+// Score mode: the in-tree plugin allocates, the extender filters and scores the synthesized
+// extended-resource claim like any other.
+TEST_F(ExtenderHttpTest, ScoreModeFiltersAndScoresExtendedResources) {
+  StartServer(Mode::kScore);
+  json pod = PodJson("x", {});
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"example.com/gpu", "2"}}}};
+  json reply = Filter(pod, {"node-a", "node-b", "node-c"});
+  EXPECT_EQ(reply["NodeNames"], json({"node-a"}));
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-b"));
+  reply = Post("prioritize",
+               json({{"Pod", pod}, {"NodeNames", {"node-a", "node-b"}}}).dump());
+  ASSERT_TRUE(reply.is_array());
+  ASSERT_EQ(reply.size(), 2u);
+  // gpu-0 + gpu-1 (NUMA 0 and 1: locality 5), 2 of 3 in use (binpack 6.7): round(5.8) = 6.
+  EXPECT_EQ(reply[0]["Score"], 6);
+  EXPECT_EQ(reply[1]["Score"], 0);
+}
+
 // ConflictingWriter fails the first status update with a resourceVersion conflict.
 class ConflictingWriter : public MemoryWriter {
  public:

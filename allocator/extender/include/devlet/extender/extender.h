@@ -104,6 +104,13 @@ class ClusterState {
     friend bool operator==(const NodeVersion&, const NodeVersion&) = default;
   };
   NodeVersion node_version_locked(const std::string& node) const;
+  // NodeEntry is a node's Node object (null when there is none) and version, found with one
+  // lookup: the verbs ask for every candidate node of every request.
+  struct NodeEntry {
+    const kube::Node* node = nullptr;
+    NodeVersion version;
+  };
+  NodeEntry node_entry_locked(const std::string& name) const;
   const allocator::AllocatedState& allocated_locked() const { return allocated_; }
   std::vector<const kube::ResourceClaim*> claims_locked() const;
   const std::map<std::string, kube::DeviceClass>& classes_locked() const { return classes_; }
@@ -164,7 +171,11 @@ class ClusterState {
   std::map<std::string, kube::Pod> pods_;  // "ns/name"
   std::map<std::string, kube::AllocationResult> held_;  // claim uid -> in-flight allocation
   uint64_t global_version_ = 0;
-  std::unordered_map<std::string, uint64_t> node_versions_;
+  struct NodeRecord {
+    uint64_t version = 0;
+    const kube::Node* node = nullptr;  // into nodes_
+  };
+  std::unordered_map<std::string, NodeRecord> node_records_;
   // Per pool (driver + '\0' + pool): the nodes with slices in it (by spec.nodeName, with a slice
   // count), and how many of its slices have no node name (visible to any node).
   std::map<std::string, std::map<std::string, int>, std::less<>> pool_nodes_;

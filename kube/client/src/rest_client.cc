@@ -200,6 +200,10 @@ struct RestClient::Impl {
   std::string cert_data;
   std::string key_data;
   std::string ca_data;
+  // The URL prefix requests go to: the server, or with tls-server-name that name (so it is the
+  // SNI and the name checked in the certificate) while connect_to keeps the real address.
+  std::string base_url;
+  curl_slist* connect_to = nullptr;
 
   CURL* Acquire() {
     {
@@ -223,6 +227,7 @@ struct RestClient::Impl {
   }
   ~Impl() {
     for (CURL* c : idle) curl_easy_cleanup(c);
+    if (connect_to != nullptr) curl_slist_free_all(connect_to);
   }
 };
 
@@ -259,16 +264,69 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config
   DEVLET_RETURN_IF_ERROR(load(config.certificate_authority_data,
                               config.certificate_authority_file, "certificate authority",
                               impl.ca_data));
+  impl.base_url = config.server;
+  if (!config.tls_server_name.empty() && config.server.rfind("https://", 0) == 0) {
+    // https://host[:port][/prefix] -> https://<tls-server-name>:port/prefix, connecting to host.
+    const std::string rest = config.server.substr(8);
+    const std::size_t slash = rest.find('/');
+    const std::string authority = rest.substr(0, slash);
+    const std::string prefix = slash == std::string::npos ? "" : rest.substr(slash);
+    std::string host = authority;
+    std::string port = "443";
+    const std::size_t bracket = authority.rfind(']');
+    const std::size_t colon = authority.rfind(':');
+    if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+    }
+    if (config.tls_server_name.find_first_of(":/[]@ ") != std::string::npos) {
+      return InvalidArgument("tls-server-name \"" + config.tls_server_name +
+                             "\" is not a host name");
+    }
+    impl.base_url = "https://" + config.tls_server_name + ":" + port + prefix;
+    impl.connect_to = curl_slist_append(
+        nullptr, (config.tls_server_name + ":" + port + ":" + host + ":" + port).c_str());
+  }
+  if (config.exec) {
+    // Run the plugin now so a broken credential fails at start-up, not at the first request.
+    absl::StatusOr<ExecCredential> credential = RunExecPlugin(*config.exec, config);
+    if (!credential.ok()) return credential.status();
+    client->token_ = credential->token;
+    client->exec_expiry_ = credential->expiration;
+    client->stats_.token_reloads++;
+    if (!credential->client_certificate_data.empty() && impl.cert_data.empty()) {
+      // Taken once: libcurl holds the blobs for the client's lifetime.
+      impl.cert_data = credential->client_certificate_data;
+      impl.key_data = credential->client_key_data;
+    }
+  }
   impl.cert_blob = {impl.cert_data.data(), impl.cert_data.size(), CURL_BLOB_NOCOPY};
   impl.key_blob = {impl.key_data.data(), impl.key_data.size(), CURL_BLOB_NOCOPY};
   impl.ca_blob = {impl.ca_data.data(), impl.ca_data.size(), CURL_BLOB_NOCOPY};
-  if (!config.token_file.empty()) {
+  if (!config.token_file.empty() && !config.exec) {
     client->Token(/*force_reload=*/true);
   }
   return client;
 }
 
 std::string RestClient::Token(bool force_reload) {
+  if (config_.exec) {
+    std::lock_guard<std::mutex> lock(token_mu_);
+    // Refresh a little before the expiry the plugin announced, so a request never carries a
+    // token that runs out on the way.
+    const bool expiring =
+        exec_expiry_ && std::chrono::system_clock::now() + std::chrono::seconds(10) >= *exec_expiry_;
+    if (force_reload || token_.empty() || expiring) {
+      absl::StatusOr<ExecCredential> credential = RunExecPlugin(*config_.exec, config_);
+      stats_.token_reloads++;
+      if (credential.ok()) {
+        token_ = credential->token;
+        exec_expiry_ = credential->expiration;
+      }
+      // On failure the old token is used; the request fails with 401 and says so.
+    }
+    return token_;
+  }
   if (config_.token_file.empty()) return config_.token;
   std::lock_guard<std::mutex> lock(token_mu_);
   const auto now = std::chrono::steady_clock::now();
@@ -308,8 +366,9 @@ std::string BuildUrl(CURL* curl, const std::string& server, const RestRequest& r
 static CURLcode Perform(CURL* curl, const RestConfig& config, RestClient::Impl& impl,
                         const RestRequest& request, const std::string& token, bool streaming,
                         Transfer& transfer, long& code) {
-  const std::string url = BuildUrl(curl, config.server, request);
+  const std::string url = BuildUrl(curl, impl.base_url, request);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  if (impl.connect_to != nullptr) curl_easy_setopt(curl, CURLOPT_CONNECT_TO, impl.connect_to);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, config.user_agent.c_str());
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
@@ -415,7 +474,7 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
       return last;
     }
     if (code >= 200 && code < 300) return RestResponse{code, std::move(transfer.body)};
-    if (code == 401 && !config_.token_file.empty() && !reloaded_after_401) {
+    if (code == 401 && RefreshesOn401() && !reloaded_after_401) {
       reloaded_after_401 = true;  // the token may have rotated: re-read it once
       Token(true);
       --attempt;
@@ -450,7 +509,7 @@ absl::Status RestClient::Stream(const RestRequest& request,
     impl_->Release(curl);
     stats_.requests++;
     if (stop.load() || transfer.stopped_by_callback) return absl::OkStatus();
-    if (code == 401 && !config_.token_file.empty() && auth_try == 0) continue;
+    if (code == 401 && RefreshesOn401() && auth_try == 0) continue;
     if (code != 0 && (code < 200 || code >= 300)) {
       return StatusFromResponse(code, transfer.body, what);
     }

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,8 +20,12 @@
 namespace devlet::kube {
 namespace {
 
+using ::devlet::testing::IsOk;
 using ::devlet::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
 
 std::string Base64(const std::string& in) {
   static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -69,8 +76,8 @@ users:
     client-key-data: a2V5
 - name: u3
   user:
-    exec:
-      command: aws
+    auth-provider:
+      name: gcp
 contexts:
 - name: one
   context: {cluster: c1, user: u1}
@@ -103,7 +110,8 @@ TEST(KubeconfigTest, NamedContextInlineDataAndInsecure) {
 
 TEST(KubeconfigTest, Errors) {
   EXPECT_THAT(ParseKubeconfig(kBasic, "/x", {.context = "three"}),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("user \"u3\"")));
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("user \"u3\""), HasSubstr("auth-provider"))));
   EXPECT_THAT(ParseKubeconfig(kBasic, "/x", {.context = "four"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("clusters: no entry named \"missing\"")));
@@ -117,6 +125,231 @@ TEST(KubeconfigTest, Errors) {
 }
 
 // Certificates made once per test binary with openssl.
+// A scratch directory removed at scope exit.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& name)
+      : path_(::testing::TempDir() + "/" + name + "_" + std::to_string(getpid())) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~Scratch() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& content, bool executable = false) {
+    const std::string file = path_ + "/" + name;
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    std::ofstream(file) << content;
+    if (executable) ::chmod(file.c_str(), 0755);
+    return file;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(KubeconfigTest, ExecPluginFields) {
+  const char* yaml = R"(current-context: x
+clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: bin/get-token
+      args: [--cluster, one]
+      env: [{name: REGION, value: eu}]
+      provideClusterInfo: true
+      interactiveMode: Never
+)";
+  ASSERT_OK_AND_ASSIGN(RestConfig config, ParseKubeconfig(yaml, "/etc/kube"));
+  ASSERT_TRUE(config.exec.has_value());
+  EXPECT_EQ(config.exec->command, "/etc/kube/bin/get-token");  // relative with '/': resolved
+  EXPECT_THAT(config.exec->args, ElementsAre("--cluster", "one"));
+  EXPECT_THAT(config.exec->env, ElementsAre(Pair("REGION", "eu")));
+  EXPECT_TRUE(config.exec->provide_cluster_info);
+  EXPECT_EQ(config.exec->interactive_mode, "Never");
+
+  auto with_exec = [&](const std::string& exec) {
+    std::string text = yaml;
+    text = text.substr(0, text.find("    exec:")) + "    exec:\n" + exec;
+    return ParseKubeconfig(text, "/etc/kube");
+  };
+  ASSERT_OK_AND_ASSIGN(RestConfig bare, with_exec("      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                                                  "      command: aws\n"));
+  EXPECT_EQ(bare.exec->command, "aws");  // looked up in PATH
+  EXPECT_EQ(bare.exec->interactive_mode, "IfAvailable");
+  EXPECT_THAT(with_exec("      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("interactiveMode must be set")));
+  EXPECT_THAT(with_exec("      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"
+                        "      interactiveMode: Always\n"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("terminal")));
+  EXPECT_THAT(with_exec("      apiVersion: client.authentication.k8s.io/v1alpha1\n      command: aws\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("v1alpha1")));
+  EXPECT_THAT(with_exec("      apiVersion: client.authentication.k8s.io/v1beta1\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("command is required")));
+}
+
+// KUBECONFIG=a:b:c merges like client-go: the first file to define a name wins, the first
+// current-context wins, paths resolve against the defining file, missing files are skipped.
+TEST(KubeconfigTest, SeveralFilesMergeFirstWins) {
+  Scratch dir("kubeconfig_merge");
+  const std::string a = dir.Write("a/config", R"(current-context: ""
+users:
+- name: me
+  user: {token: from-a, client-certificate: a.crt, client-key: a.key}
+)");
+  const std::string b = dir.Write("b/config", R"(current-context: prod
+clusters:
+- name: prod
+  cluster: {server: "https://prod.example", certificate-authority: ca.crt}
+contexts:
+- name: prod
+  context: {cluster: prod, user: me}
+users:
+- name: me
+  user: {token: from-b}
+)");
+  const std::string c = dir.Write("c/config", R"(current-context: other
+clusters:
+- name: prod
+  cluster: {server: "https://shadowed.example"}
+- name: other
+  cluster: {server: "https://other.example"}
+contexts:
+- name: other
+  context: {cluster: other, user: me}
+)");
+  ASSERT_OK_AND_ASSIGN(RestConfig config,
+                       LoadKubeconfigs({dir.path() + "/missing", a, b, c}));
+  EXPECT_EQ(config.server, "https://prod.example");       // b's context and b's cluster
+  EXPECT_EQ(config.certificate_authority_file, dir.path() + "/b/ca.crt");
+  EXPECT_EQ(config.token, "from-a");                      // a defined user "me" first
+  EXPECT_EQ(config.client_certificate_file, dir.path() + "/a/a.crt");
+  ASSERT_OK_AND_ASSIGN(RestConfig other, LoadKubeconfigs({a, b, c}, {.context = "other"}));
+  EXPECT_EQ(other.server, "https://other.example");
+  EXPECT_THAT(LoadKubeconfigs({dir.path() + "/none1", dir.path() + "/none2"}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("none of the files")));
+
+  // Through $KUBECONFIG.
+  const char* old = std::getenv("KUBECONFIG");
+  const std::string saved = old ? old : "";
+  ::setenv("KUBECONFIG", (a + ":" + b + ":" + c).c_str(), 1);
+  absl::StatusOr<RestConfig> from_env = LoadRestConfig();
+  if (old) {
+    ::setenv("KUBECONFIG", saved.c_str(), 1);
+  } else {
+    ::unsetenv("KUBECONFIG");
+  }
+  ASSERT_THAT(from_env.status(), IsOk());
+  EXPECT_EQ(from_env->server, "https://prod.example");
+  EXPECT_EQ(from_env->token, "from-a");
+}
+
+// The fake plugin records what it was given and prints a credential whose token comes from a
+// file, so the test can rotate it.
+constexpr char kPluginScript[] = R"sh(#!/bin/sh
+echo "$KUBERNETES_EXEC_INFO" > "$(dirname "$0")/exec-info.json"
+echo "$REGION $*" > "$(dirname "$0")/exec-args.txt"
+echo run >> "$(dirname "$0")/runs.txt"
+if [ -f "$(dirname "$0")/fail" ]; then echo "no credentials for you" >&2; exit 3; fi
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"%s"}}\n' "$(cat "$(dirname "$0")/token")" "$(cat "$(dirname "$0")/expiry")"
+)sh";
+
+int Lines(const std::string& path) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+TEST(ExecPluginTest, TokenIsUsedAndRefreshedOn401AndExpiry) {
+  Scratch dir("kubeconfig_exec");
+  dir.Write("plugin/get-token", kPluginScript, /*executable=*/true);
+  dir.Write("plugin/token", "first");
+  dir.Write("plugin/expiry", "2999-01-01T00:00:00Z");
+  fake::FakeApiServer server;
+  server.RequireToken("first");
+  const std::string kubeconfig = dir.Write("config", R"(current-context: x
+clusters: [{name: c, cluster: {server: ")" + server.url() + R"(", tls-server-name: api.example}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./plugin/get-token
+      args: [--cluster, one]
+      env: [{name: REGION, value: eu}]
+      provideClusterInfo: true
+      interactiveMode: IfAvailable
+)");
+  ASSERT_OK_AND_ASSIGN(RestConfig config, LoadKubeconfig(kubeconfig));
+  config.max_retries = 0;
+  config.qps = 0;
+  ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(config));
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Lines(dir.path() + "/plugin/runs.txt"), 1);
+  // What the plugin saw: the request object, the cluster, its args and env.
+  const std::string info = Slurp(dir.path() + "/plugin/exec-info.json");
+  EXPECT_THAT(info, HasSubstr(R"("kind":"ExecCredential")"));
+  EXPECT_THAT(info, HasSubstr(R"("interactive":false)"));
+  EXPECT_THAT(info, HasSubstr(R"("server":")" + server.url() + "\""));
+  EXPECT_THAT(info, HasSubstr(R"("tls-server-name":"api.example")"));
+  EXPECT_EQ(Slurp(dir.path() + "/plugin/exec-args.txt"), "eu --cluster one\n");
+
+  // The credential is cached: no new run while it is valid.
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Lines(dir.path() + "/plugin/runs.txt"), 1);
+
+  // Revoked on the server: the 401 makes the client run the plugin again, once.
+  dir.Write("plugin/token", "second");
+  server.RequireToken("second");
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Lines(dir.path() + "/plugin/runs.txt"), 2);
+
+  // A credential past its expirationTimestamp is replaced before every request.
+  dir.Write("plugin/token", "third");
+  dir.Write("plugin/expiry", "2001-01-01T00:00:00+01:00");
+  server.RequireToken("third");
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  const int runs = Lines(dir.path() + "/plugin/runs.txt");
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Lines(dir.path() + "/plugin/runs.txt"), runs + 1);
+}
+
+TEST(ExecPluginTest, FailuresAreClear) {
+  Scratch dir("kubeconfig_exec_fail");
+  dir.Write("get-token", kPluginScript, /*executable=*/true);
+  dir.Write("token", "t");
+  dir.Write("expiry", "2999-01-01T00:00:00Z");
+  dir.Write("fail", "");
+  RestConfig config;
+  config.server = "https://127.0.0.1:1";
+  config.exec = ExecConfig{.command = dir.path() + "/get-token",
+                           .api_version = "client.authentication.k8s.io/v1",
+                           .interactive_mode = "Never"};
+  EXPECT_THAT(RestClient::Create(config),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("exit status 3"), HasSubstr("no credentials for you"))));
+  config.exec->command = dir.path() + "/missing-plugin";
+  EXPECT_THAT(RunExecPlugin(*config.exec, config),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing-plugin")));
+  // A plugin answering with another apiVersion, or garbage.
+  config.exec->command = dir.Write("v1beta1", "#!/bin/sh\necho '{\"apiVersion\":"
+                                   "\"client.authentication.k8s.io/v1beta1\",\"kind\":"
+                                   "\"ExecCredential\",\"status\":{\"token\":\"x\"}}'\n", true);
+  EXPECT_THAT(RunExecPlugin(*config.exec, config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("v1beta1")));
+  config.exec->command = dir.Write("garbage", "#!/bin/sh\necho hello\n", true);
+  EXPECT_THAT(RunExecPlugin(*config.exec, config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no ExecCredential")));
+  config.exec->command = dir.Write("slow", "#!/bin/sh\nexec sleep 30\n", true);
+  config.exec->timeout = std::chrono::milliseconds(200);
+  EXPECT_THAT(RunExecPlugin(*config.exec, config),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("200 ms")));
+}
+
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -135,7 +368,14 @@ class TlsTest : public ::testing::Test {
         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
         "  -keyout client.key -out client.csr -subj /CN=devlet/O=system:masters\n"
         "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
-        "  -out client.crt -days 2\n";
+        "  -out client.crt -days 2\n"
+        // A certificate for a DNS name only: reached by IP, it verifies only with
+        // tls-server-name.
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "  -keyout named.key -out named.csr -subj /CN=api.devlet.test\n"
+        "printf 'subjectAltName=DNS:api.devlet.test\\n' > named.ext\n"
+        "openssl x509 -req -in named.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+        "  -out named.crt -days 2 -extfile named.ext\n";
     ok_ = std::system(("sh -c \"$(cat <<'EOF'\n" + script + "EOF\n)\"").c_str()) == 0;
   }
   static void TearDownTestSuite() {
@@ -219,6 +459,26 @@ TEST_F(TlsTest, ServerVerificationAndInsecureSkip) {
                        Config(server.url(), "    certificate-authority: ca.crt\n",
                               "    token: nope\n"));
   EXPECT_THAT(Probe(wrong_token), StatusIs(absl::StatusCode::kUnauthenticated));
+}
+
+TEST_F(TlsTest, TlsServerNameIsTheNameVerified) {
+  fake::FakeApiServer server(P("named.crt"), P("named.key"), "");
+  server.RequireToken("tok");
+  ASSERT_OK_AND_ASSIGN(RestConfig by_ip, Config(server.url(), "    certificate-authority: ca.crt\n",
+                                                "    token: tok\n"));
+  EXPECT_THAT(Probe(by_ip), StatusIs(absl::StatusCode::kUnavailable));  // 127.0.0.1 not in cert
+  ASSERT_OK_AND_ASSIGN(RestConfig named,
+                       Config(server.url(),
+                              "    certificate-authority: ca.crt\n"
+                              "    tls-server-name: api.devlet.test\n",
+                              "    token: tok\n"));
+  EXPECT_THAT(Probe(named), StatusIs(absl::StatusCode::kNotFound));  // verified, got through
+  ASSERT_OK_AND_ASSIGN(RestConfig wrong,
+                       Config(server.url(),
+                              "    certificate-authority: ca.crt\n"
+                              "    tls-server-name: other.devlet.test\n",
+                              "    token: tok\n"));
+  EXPECT_THAT(Probe(wrong), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,7 +104,7 @@ class RestClient {
   struct Stats {
     std::atomic<long> requests{0};  // HTTP attempts, retries included
     std::atomic<long> retries{0};
-    std::atomic<long> token_reloads{0};
+    std::atomic<long> token_reloads{0};  // token file reads and exec plugin runs
     std::atomic<long long> throttled_ns{0};  // time spent waiting for the rate limiter
   };
   const Stats& stats() const { return stats_; }
@@ -113,6 +114,8 @@ class RestClient {
  private:
   explicit RestClient(RestConfig config);
   std::string Token(bool force_reload);
+  // RefreshesOn401 reports whether a 401 may be cured by reading the credential again.
+  bool RefreshesOn401() const { return !config_.token_file.empty() || config_.exec.has_value(); }
 
   RestConfig config_;
   RateLimiter limiter_;
@@ -120,6 +123,8 @@ class RestClient {
   std::mutex token_mu_;
   std::string token_;
   std::chrono::steady_clock::time_point token_read_{};
+  // Exec plugin credential expiry (system clock, as the plugin reports it); nullopt: none.
+  std::optional<std::chrono::system_clock::time_point> exec_expiry_;
   Stats stats_;
 };
 

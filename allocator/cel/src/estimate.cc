@@ -687,15 +687,9 @@ class Coster {
       SetEntry(e, EntryOf(*e.args[0]));
       return Fixed(1) + arg;
     }
-    // @sortByAssociatedKeys(list, keys) is a member call of list in cel-go.
-    size_t first_arg = 0;
-    if (name == "@sortByAssociatedKeys" && target == nullptr && e.args.size() == 2) {
-      target = e.args[0].get();
-      first_arg = 1;
-    }
     std::vector<Est> arg_costs;
     std::vector<Node> args;
-    for (size_t i = first_arg; i < e.args.size(); ++i) {
+    for (size_t i = 0; i < e.args.size(); ++i) {
       arg_costs.push_back(Cost(*e.args[i]));
       args.push_back(NewNode(*e.args[i]));
     }

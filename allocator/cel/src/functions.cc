@@ -1224,7 +1224,7 @@ std::vector<FunctionDef> StandardFunctions() {
       {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1},
       {"reverse", Reverse, false, true, kListsLibrary, ReverseCost, K::kDyn, 1, 1},
       {"sort", Sort, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1},
-      {"@sortByAssociatedKeys", SortByKeys, true, false, kListsLibrary, SelfCompareKeysCost, K::kDyn, 2, 2},
+      {"@sortByAssociatedKeys", SortByKeys, false, true, kListsLibrary, SelfCompareKeysCost, K::kDyn, 2, 2},
       // Sets.
       {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
       {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsEquivalentCost, K::kBool, 2, 2},

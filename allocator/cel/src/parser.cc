@@ -967,13 +967,29 @@ class Parser {
       return Ternary(std::move(has), std::move(bound), Call("optional.none", {}, offset), offset);
     }
     if (fn == "sortBy" && n == 2 && options_.lists_ext) {
-      // l.sortBy(x, key) -> @sortByAssociatedKeys(l, l.map(x, key))
+      // As cel-go's ext.Lists: l.sortBy(x, key) ->
+      //   cel.bind(@__sortBy_input__, l, @__sortBy_input__.@sortByAssociatedKeys(
+      //       @__sortBy_input__.map(x, key)))
+      // (l is evaluated once; the binding and its reads are priced like any cel.bind).
       std::string var;
       if (!VarName(args[0], &var)) return nullptr;
+      const Expr::Kind k = target->kind;
+      if (k != Expr::Kind::kList && k != Expr::Kind::kSelect && k != Expr::Kind::kIdent &&
+          k != Expr::Kind::kComprehension && k != Expr::Kind::kCall) {
+        Error(target->offset,
+              "sortBy can only be applied to a list, identifier, comprehension, call or select "
+              "expression");
+        return nullptr;
+      }
+      const std::string input = "@__sortBy_input__";
       ExprPtr keys = Comprehension(
-          offset, var, "", Copy(*target), ListOf(nullptr, offset), BoolC(true, offset),
+          offset, var, "", Ident(input, offset), ListOf(nullptr, offset), BoolC(true, offset),
           Call2("_+_", Accu(offset), ListOf(std::move(args[1]), offset), offset), Accu(offset));
-      return Call2("@sortByAssociatedKeys", std::move(target), std::move(keys), offset);
+      std::vector<ExprPtr> call_args;
+      call_args.push_back(std::move(keys));
+      ExprPtr sorted = Call("@sortByAssociatedKeys", std::move(call_args), offset, Ident(input, offset));
+      return Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(target),
+                           BoolC(false, offset), Ident(input, offset), std::move(sorted), input);
     }
     const bool one_var = n == 2 || (n == 3 && (fn == "map" || fn == "filter"));
     if (one_var && (fn == "all" || fn == "exists" || fn == "exists_one" || fn == "map" ||

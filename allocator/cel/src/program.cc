@@ -426,6 +426,19 @@ class CallNode final : public Node {
       ctx.Panic("internal error: runtime error: hash of unhashable type cel.Semver");
       return ctx.Error(ctx.panic_message);
     }
+    // cel-go's ext.Lists cost trackers of distinct(), sort() and sortBy's keys (bound to the
+    // overload the checker resolved) convert that argument to a list and panic on anything
+    // else; Kubernetes reports the panic for the whole evaluation.
+    int lister = -1;
+    if (n == 1 && def_->name == "distinct") lister = 0;
+    if (n == 1 && def_->name == "sort" && shape_.resolved) lister = 0;
+    if (n == 2 && def_->name == "@sortByAssociatedKeys" && shape_.resolved) lister = 1;
+    if (lister >= 0) {
+      if (const std::string_view panic = ListerPanic(vals[lister]); !panic.empty()) {
+        ctx.Panic(panic);
+        return ctx.Error(ctx.panic_message);
+      }
+    }
     for (uint32_t i = 0; i < n; ++i) {
       if (vals[i].is_error()) {
         // cel-go charges the call even when an argument failed, sizing the error as 1 (but `in`
@@ -456,6 +469,31 @@ class CallNode final : public Node {
   }
   const FunctionDef* def() const { return def_; }
   const std::vector<NodePtr>& args() const { return args_; }
+
+  // The Go panic text of an ext.Lists cost tracker given a value that is not a list (Go names
+  // the value's type and the first traits.Lister method it lacks), or "" for a list or a kind
+  // that does not occur there.
+  static std::string_view ListerPanic(const Val& v) {
+    switch (v.kind) {
+      case VK::kError:
+        return "internal error: interface conversion: *types.Err is not traits.Lister: missing method Add";
+      case VK::kBool:
+        return "internal error: interface conversion: types.Bool is not traits.Lister: missing method Add";
+      case VK::kNull:
+        return "internal error: interface conversion: types.Null is not traits.Lister: missing method Add";
+      case VK::kSemver:
+        return "internal error: interface conversion: cel.Semver is not traits.Lister: missing method Add";
+      case VK::kInt:
+        return "internal error: interface conversion: types.Int is not traits.Lister: missing method Contains";
+      case VK::kUint:
+        return "internal error: interface conversion: types.Uint is not traits.Lister: missing method Contains";
+      case VK::kDouble:
+        return "internal error: interface conversion: types.Double is not traits.Lister: missing method Contains";
+      case VK::kString:
+        return "internal error: interface conversion: types.String is not traits.Lister: missing method Contains";
+      default: return {};
+    }
+  }
 
  private:
   uint64_t CallCost(const Val* vals, uint32_t n) const {
@@ -1485,7 +1523,9 @@ class Planner {
     // overloads (a singleton binding), so they stay unary/binary calls even when ambiguous.
     static constexpr std::string_view kSingletons[] = {"_+_", "_-_", "_*_", "_/_", "_%_", "-_",
                                                        "_<_", "_<=_", "_>_", "_>=_", "@in",
-                                                       "size", "type", "dyn", "matches"};
+                                                       "size", "type", "dyn", "matches",
+                                                       // ext.Lists' singleton bindings
+                                                       "sort", "@sortByAssociatedKeys"};
     const bool singleton = std::find(std::begin(kSingletons), std::end(kSingletons), name) !=
                            std::end(kSingletons);
     shape.varargs = args.size() >= 3 || (!shape.resolved && !singleton) || name == "format" ||
@@ -2082,6 +2122,22 @@ class Planner {
     Planned step = Plan(*e.loop_step);
     // The accumulator's type after the loop: the step's type refines an empty literal.
     if (step.type.kind() != Type::Kind::kDyn) accu_type = step.type;
+    // cel-go types an empty list literal with a free type parameter that the step binds:
+    // `[3, 1, 2].map(x, x)` is a list(int) there, not a list(dyn) (this decides overloads and
+    // so costs of calls on the result).
+    if (e.accu_init->kind == Expr::Kind::kList && e.accu_init->args.empty() &&
+        accu_type.kind() == Type::Kind::kList && accu_type.param0().is_dyn()) {
+      const Expr* s = e.loop_step.get();
+      if (s->kind == Expr::Kind::kCall && s->name == "_?_:_" && s->args.size() == 3) {
+        s = s->args[1].get();
+      }
+      if (s->kind == Expr::Kind::kCall && s->name == "_+_" && s->args.size() == 2 &&
+          s->args[0]->kind == Expr::Kind::kIdent && s->args[0]->name == e.accu_var &&
+          s->args[1]->kind == Expr::Kind::kList && s->args[1]->args.size() == 1) {
+        auto it = checked_.types.find(s->args[1]->args[0].get());
+        if (it != checked_.types.end()) accu_type = Type::List(it->second);
+      }
+    }
     scope_.resize(scope_mark + 1);
     scope_.back().type = accu_type;
     scope_.back().size = step.size_max == kMaxU ? kMaxU : SatMul(iterations, std::max<uint64_t>(step.size_max, 1));

@@ -1,9 +1,11 @@
 // ManifestStore: the ObjectStore of standalone mode over a directory of manifests.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +28,24 @@ struct ManifestStore::Entry {
   std::string file;        // absolute path
   int objects_in_file = 0;  // how many objects the file holds
   Object object;
+};
+
+// Cache keeps each file's decoded entries (or its decode error) with the file's identity.
+struct ManifestStore::Cache {
+  struct Identity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    std::int64_t mtime_ns = 0;
+    std::int64_t ctime_ns = 0;
+    bool operator==(const Identity&) const = default;
+  };
+  struct File {
+    Identity identity;
+    std::vector<Entry> entries;
+    std::vector<std::string> errors;
+  };
+  std::map<std::string, std::shared_ptr<const File>> files;
 };
 
 namespace {
@@ -251,7 +272,10 @@ bool Matches(const Object& object, const ListOptions& options) {
   return true;
 }
 
-ManifestStore::ManifestStore(ManifestStoreOptions options) : options_(std::move(options)) {}
+ManifestStore::ManifestStore(ManifestStoreOptions options)
+    : options_(std::move(options)), cache_(std::make_unique<Cache>()) {}
+
+ManifestStore::~ManifestStore() = default;
 
 absl::StatusOr<std::unique_ptr<ManifestStore>> ManifestStore::Open(ManifestStoreOptions options) {
   if (options.dir.empty()) return InvalidArgument("the manifest directory is empty");
@@ -278,39 +302,71 @@ absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan() {
   }
   if (ec) return Unavailable("cannot read manifest directory " + options_.dir + ": " + ec.message());
   std::sort(files.begin(), files.end());
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   std::vector<Entry> entries;
   std::vector<std::string> errors;
+  std::map<std::string, std::shared_ptr<const Cache::File>> seen;
   for (const std::string& file : files) {
-    absl::StatusOr<std::string> data = ReadWholeFile(file);
-    if (!data.ok()) {
-      // Removed between listing and reading: it is simply gone.
-      continue;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) continue;  // Removed since the listing: gone.
+    Cache::Identity identity{st.st_dev,
+                             st.st_ino,
+                             st.st_size,
+                             static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                                 st.st_mtim.tv_nsec,
+                             static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 +
+                                 st.st_ctim.tv_nsec};
+    // Files changed within the last second are decoded every time: a second edit inside the
+    // timestamp granularity may keep the same size and times.
+    const bool settled = now_ns - std::max(identity.mtime_ns, identity.ctime_ns) > 1000000000;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto cached = cache_->files.find(file);
+      if (settled && cached != cache_->files.end() && cached->second->identity == identity) {
+        const Cache::File& hit = *cached->second;
+        entries.insert(entries.end(), hit.entries.begin(), hit.entries.end());
+        errors.insert(errors.end(), hit.errors.begin(), hit.errors.end());
+        seen.emplace(file, cached->second);
+        continue;
+      }
     }
+    auto fresh = std::make_shared<Cache::File>();
+    Cache::File& decoded = *fresh;
+    decoded.identity = identity;
+    absl::StatusOr<std::string> data = ReadWholeFile(file);
+    if (!data.ok()) continue;  // Removed between listing and reading: it is simply gone.
     DecodeOptions decode;
     decode.source = fs::path(file).filename().string();
     decode.skip_unknown_kinds = true;
     absl::StatusOr<std::vector<Object>> objects = Decode(*data, decode);
     if (!objects.ok()) {
-      errors.push_back(file + ": " + Message(objects.status()));
-      continue;
-    }
-    for (Object& object : *objects) {
-      ObjectMeta& meta = MetadataOf(object);
-      Kind kind = KindOfObject(object);
-      if (meta.name.empty()) {
-        errors.push_back(file + ": " + std::string(KindName(kind)) + " without metadata.name");
-        continue;
+      decoded.errors.push_back(file + ": " + Message(objects.status()));
+    } else {
+      for (Object& object : *objects) {
+        ObjectMeta& meta = MetadataOf(object);
+        Kind kind = KindOfObject(object);
+        if (meta.name.empty()) {
+          decoded.errors.push_back(file + ": " + std::string(KindName(kind)) +
+                                   " without metadata.name");
+          continue;
+        }
+        if (IsNamespaced(kind) && meta.namespace_.empty()) meta.namespace_ = "default";
+        if (!IsNamespaced(kind)) meta.namespace_.clear();
+        if (meta.uid.empty()) meta.uid = StableUid(kind, meta);
+        meta.resource_version = ResourceVersionOf(object);
+        decoded.entries.push_back(Entry{file, static_cast<int>(objects->size()), std::move(object)});
       }
-      if (IsNamespaced(kind) && meta.namespace_.empty()) meta.namespace_ = "default";
-      if (!IsNamespaced(kind)) meta.namespace_.clear();
-      if (meta.uid.empty()) meta.uid = StableUid(kind, meta);
-      meta.resource_version = ResourceVersionOf(object);
-      entries.push_back(Entry{file, static_cast<int>(objects->size()), std::move(object)});
     }
+    entries.insert(entries.end(), decoded.entries.begin(), decoded.entries.end());
+    errors.insert(errors.end(), decoded.errors.begin(), decoded.errors.end());
+    seen.emplace(file, std::move(fresh));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     errors_ = std::move(errors);
+    cache_->files = std::move(seen);  // Files that are gone drop out.
   }
   return entries;
 }

@@ -187,3 +187,66 @@ TEST_F(ManifestStoreTest, WatchReportsAddsChangesAndDeletes) {
 
 }  // namespace
 }  // namespace devlet::kube
+
+namespace devlet::kube {
+namespace {
+
+// Files are decoded again only when they changed; every kind of change is still seen at once.
+class ManifestCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("manifest-cache-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    ASSERT_OK_AND_ASSIGN(store_, ManifestStore::Open({.dir = dir_.string()}));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Class writes a DeviceClass whose selector expression is `expression` (same length each time).
+  void Class(const std::string& expression) {
+    std::ofstream(dir_ / "class.yaml", std::ios::trunc)
+        << "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\n"
+           "spec:\n  selectors:\n  - cel: {expression: '" << expression << "'}\n";
+  }
+  // Age sets the file's mtime 10 s into the past (a settled file, eligible for the cache).
+  void Age() {
+    const fs::path file = dir_ / "class.yaml";
+    fs::last_write_time(file, fs::last_write_time(file) - std::chrono::seconds(10));
+  }
+  std::string Expression() {
+    absl::StatusOr<Object> object = store_->Get(Kind::kDeviceClass, {"", "c"});
+    if (!object.ok()) return "error: " + std::string(object.status().message());
+    return std::get<DeviceClass>(*object).spec.selectors.at(0).cel->expression;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<ManifestStore> store_;
+};
+
+TEST_F(ManifestCacheTest, InPlaceEditsOfTheSameSizeAreSeen) {
+  Class("1 == 1");
+  EXPECT_EQ(Expression(), "1 == 1");
+  Class("2 == 2");  // Same size, same second: decoded again (racy-recent rule).
+  EXPECT_EQ(Expression(), "2 == 2");
+  Age();
+  EXPECT_EQ(Expression(), "2 == 2");  // Settled: served from the cache from now on.
+  EXPECT_EQ(Expression(), "2 == 2");
+  // Same size, and the old mtime put back: the ctime still tells.
+  const auto mtime = fs::last_write_time(dir_ / "class.yaml");
+  Class("3 == 3");
+  fs::last_write_time(dir_ / "class.yaml", mtime);
+  EXPECT_EQ(Expression(), "3 == 3");
+  // Replaced by rename (editors, atomic writers): a new inode.
+  Age();
+  EXPECT_EQ(Expression(), "3 == 3");
+  std::ofstream(dir_ / "tmp.txt")
+      << "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\n"
+         "spec:\n  selectors:\n  - cel: {expression: '4 == 4'}\n";
+  fs::rename(dir_ / "tmp.txt", dir_ / "class.yaml");
+  EXPECT_EQ(Expression(), "4 == 4");
+  fs::remove(dir_ / "class.yaml");
+  EXPECT_THAT(store_->Get(Kind::kDeviceClass, {"", "c"}),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace devlet::kube

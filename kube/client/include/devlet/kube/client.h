@@ -187,10 +187,14 @@ struct ManifestStoreOptions {
 //   - resourceVersion is a hash of the object's content; uid is kept, or for hand-written objects
 //     without one derived from kind, namespace and name (stable across reads).
 //   - Watches poll the directory every poll_interval.
-// Every call re-reads the directory, so hand edits are seen at once.
+// Every call re-lists the directory and stats each file, so hand edits are seen at once; a file
+// is decoded again only when its identity (inode, size, mtime, ctime) changed, or while it is
+// younger than a second (an edit within the file system's timestamp granularity could otherwise
+// keep size and times).
 class ManifestStore final : public ObjectStore {
  public:
   static absl::StatusOr<std::unique_ptr<ManifestStore>> Open(ManifestStoreOptions options);
+  ~ManifestStore() override;
 
   absl::StatusOr<Object> Get(Kind kind, const ObjectKey& key) override;
   absl::StatusOr<std::vector<Object>> List(Kind kind, const ListOptions& options) override;
@@ -215,10 +219,13 @@ class ManifestStore final : public ObjectStore {
   absl::StatusOr<std::vector<Entry>> Scan();
   absl::StatusOr<Object> Replace(const Object& object, bool status_only);
 
+  struct Cache;  // decoded files by path (implementation detail)
+
   ManifestStoreOptions options_;
-  mutable std::mutex mu_;     // guards errors_
+  mutable std::mutex mu_;     // guards errors_ and cache_
   std::mutex write_mu_;       // serializes writers; readers re-scan
   std::vector<std::string> errors_;
+  std::unique_ptr<Cache> cache_;
 };
 
 }  // namespace devlet::kube

@@ -184,6 +184,9 @@ class Env {
     for (int i = 0; i < kMaxClaims; ++i) {
       testing::WriteFile(manifests + "/" + ClaimName(i) + ".json", ClaimJson(i));
     }
+    // The manifest store decodes files younger than a second on every read; on a node claims
+    // exist well before the kubelet asks for them.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     store_ = Must(kube::ManifestStore::Open({.dir = manifests}));
     claims_ = std::make_unique<StoreClaimSource>(*store_, timings_);
     cdi_ = std::make_unique<CdiSpecWriter>(dir_.path() + "/cdi");

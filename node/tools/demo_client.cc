@@ -4,14 +4,15 @@
 //   devlet-node-demo bind --manifests DIR --allocated FILE --pod NS/NAME
 //       the scheduler's binding: the allocated claims (devlet-alloc's output List) get
 //       status.reservedFor = the pod and are written into DIR, one file each.
-//   devlet-node-demo run --manifests DIR --pod NS/NAME --registrar-dir D --driver X
+//   devlet-node-demo run --manifests DIR --pod NS/NAME [--pod ...] --registrar-dir D --driver X
 //       --nri-socket S --cdi-root C [--report FILE]
-//       the kubelet and the container runtime for one pod: registration (GetInfo,
-//       NotifyRegistrationStatus) through D/X-reg.sock, NodePrepareResources (DRA v1) for the
-//       pod's claims, then as the runtime on S: Configure, Synchronize, RunPodSandbox,
-//       CreateContainer for each container (printing the adjustment and the CDI edits it
-//       resolves to), Stop/Remove, and finally NodeUnprepareResources. Exits 0 only when every
-//       step worked and the files the plugin wrote were removed again.
+//       the kubelet and the container runtime for the pods: registration (GetInfo,
+//       NotifyRegistrationStatus) through D/X-reg.sock, NodePrepareResources (DRA v1) for each
+//       pod's claims, then as the runtime on S: Configure, Synchronize, and per pod
+//       RunPodSandbox, CreateContainer for each container (printing the adjustment, the CDI
+//       edits it resolves to and the device-metadata files mounted), Stop/Remove, and finally
+//       NodeUnprepareResources. Exits 0 only when every step worked and the files the plugin
+//       wrote were removed again.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -47,6 +48,7 @@ struct Flags {
   std::string manifests;
   std::string allocated;
   std::string pod;
+  std::vector<std::string> pods;
   std::string registrar_dir;
   std::string driver = "devlet.io";
   std::string nri_socket;
@@ -220,6 +222,235 @@ std::vector<std::string> CdiFiles(const std::string& cdi_root) {
   return out;
 }
 
+// PodRun is one pod the demo walks through the kubelet and the runtime.
+struct PodRun {
+  kube::Pod pod;
+  std::vector<kube::ResourceClaim> claims;
+  nri::api::PodSandbox sandbox;
+  std::vector<nri::api::Container> created;
+  ordered_json report = ordered_json::object();
+};
+
+// MetadataJson reads a device-metadata file the container gets mounted (KEP-5304): a stream of
+// JSON documents, the same metadata in each API version the kubelet may read; the first one is
+// returned.
+ordered_json MetadataJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "unreadable: " + path;
+  try {
+    ordered_json first;
+    in >> first;
+    return first;
+  } catch (const std::exception& e) {
+    return "not JSON: " + path + ": " + e.what();
+  }
+}
+
+// PrepareClaims sends NodePrepareResources for one pod's claims and records the answer.
+bool PrepareClaims(const Flags& flags, kube::ObjectStore& store, dra::DRAPlugin::Stub& dra_stub,
+                   PodRun& run) {
+  const auto timeout = std::chrono::seconds(flags.timeout_seconds);
+  const kube::Pod& pod = run.pod;
+  Step("kubelet: NodePrepareResources for pod " + pod.metadata.namespace_ + "/" +
+       pod.metadata.name + " (uid " + pod.metadata.uid + ")");
+  for (const kube::PodResourceClaim& ref : pod.spec.resource_claims) {
+    if (!ref.resource_claim_name) {
+      Fail("pod claim " + ref.name + ": only resourceClaimName is supported by the demo");
+      continue;
+    }
+    absl::StatusOr<kube::ResourceClaim> claim =
+        kube::GetAs<kube::ResourceClaim>(store, pod.metadata.namespace_, *ref.resource_claim_name);
+    if (!claim.ok()) {
+      Fail(devlet::Message(claim.status()));
+      continue;
+    }
+    run.claims.push_back(*std::move(claim));
+  }
+  dra::NodePrepareResourcesRequest prepare;
+  for (const kube::ResourceClaim& claim : run.claims) {
+    dra::Claim* c = prepare.add_claims();
+    c->set_namespace_(claim.metadata.namespace_);
+    c->set_name(claim.metadata.name);
+    c->set_uid(claim.metadata.uid);
+  }
+  dra::NodePrepareResourcesResponse prepared;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    grpc::Status status = dra_stub.NodePrepareResources(&context, prepare, &prepared);
+    if (!status.ok()) {
+      Fail("NodePrepareResources: " + status.error_message());
+      return false;
+    }
+  }
+  ordered_json prepare_report = ordered_json::object();
+  for (const kube::ResourceClaim& claim : run.claims) {
+    auto it = prepared.claims().find(claim.metadata.uid);
+    std::string who = "claim " + claim.metadata.namespace_ + "/" + claim.metadata.name;
+    if (it == prepared.claims().end()) {
+      Fail(who + ": no answer");
+      continue;
+    }
+    if (!it->second.error().empty()) {
+      Fail(who + ": " + it->second.error());
+      continue;
+    }
+    ordered_json devices = ordered_json::array();
+    for (const dra::Device& device : it->second.devices()) {
+      std::string ids;
+      for (const std::string& id : device.cdi_device_ids()) ids += (ids.empty() ? "" : " ") + id;
+      Ok(who + ": " + device.pool_name() + "/" + device.device_name() + "  CDI: " + ids);
+      devices.push_back({{"pool", device.pool_name()},
+                         {"device", device.device_name()},
+                         {"cdiDeviceIds", std::vector<std::string>(device.cdi_device_ids().begin(),
+                                                                   device.cdi_device_ids().end())}});
+    }
+    prepare_report[claim.metadata.namespace_ + "/" + claim.metadata.name] = devices;
+  }
+  run.report["prepared"] = prepare_report;
+  return true;
+}
+
+// CreateContainers plays RunPodSandbox and CreateContainer for one pod and prints what each
+// container got.
+void CreateContainers(const Flags& flags, nri::RuntimeSession& session, PodRun& run) {
+  const kube::Pod& pod = run.pod;
+  // The UID's tail: the demo's pods share a UID prefix.
+  run.sandbox.set_id("sandbox-" + pod.metadata.uid.substr(pod.metadata.uid.size() > 12
+                                                              ? pod.metadata.uid.size() - 12
+                                                              : 0));
+  run.sandbox.set_name(pod.metadata.name);
+  run.sandbox.set_uid(pod.metadata.uid);
+  run.sandbox.set_namespace_(pod.metadata.namespace_);
+  Step("runtime: RunPodSandbox " + pod.metadata.namespace_ + "/" + pod.metadata.name);
+  nri::api::RunPodSandboxRequest run_request;
+  *run_request.mutable_pod() = run.sandbox;
+  if (auto r = session.Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run_request); !r.ok()) {
+    Fail("RunPodSandbox: " + devlet::Message(r.status()));
+  } else {
+    Ok("RunPodSandbox " + run.sandbox.id());
+  }
+  devlet::cdi::Registry registry = devlet::cdi::Registry::Load({flags.cdi_root});
+  ordered_json containers = ordered_json::object();
+  int index = 0;
+  for (const kube::Container& spec : pod.spec.containers) {
+    Step("runtime: CreateContainer " + pod.metadata.namespace_ + "/" + pod.metadata.name + "/" +
+         spec.name);
+    nri::api::Container container;
+    container.set_id("ctr-" + run.sandbox.id().substr(8) + "-" + std::to_string(index++) + "-" +
+                     spec.name);
+    container.set_pod_sandbox_id(run.sandbox.id());
+    container.set_name(spec.name);
+    container.mutable_linux()->mutable_resources()->mutable_cpu()->set_cpus("0-31");
+    nri::api::CreateContainerRequest create;
+    *create.mutable_pod() = run.sandbox;
+    *create.mutable_container() = container;
+    absl::StatusOr<nri::api::CreateContainerResponse> reply =
+        session.Call<nri::api::CreateContainerResponse>("CreateContainer", create);
+    if (!reply.ok()) {
+      Fail("CreateContainer " + spec.name + ": " + devlet::Message(reply.status()));
+      continue;
+    }
+    run.created.push_back(container);
+    const nri::api::ContainerAdjustment& adjust = reply->adjust();
+    ordered_json c = ordered_json::object();
+    c["adjustment"] = ordered_json::parse(ProtoJson(adjust));
+    std::vector<std::string> names;
+    for (const auto& d : adjust.cdi_devices()) names.push_back(d.name());
+    for (const auto& d : adjust.linux().devices()) Ok("device node " + d.path());
+    ordered_json metadata = ordered_json::object();
+    for (const auto& m : adjust.mounts()) {
+      Ok("mount " + m.source() + " -> " + m.destination());
+      if (m.destination().ends_with("-metadata.json")) {
+        metadata[m.destination()] = MetadataJson(m.source());
+      }
+    }
+    for (const auto& e : adjust.env()) Ok("env " + e.key() + "=" + e.value());
+    for (const std::string& name : names) Ok("CDI device " + name);
+    const auto& cpu = adjust.linux().resources().cpu();
+    c["cpus"] = cpu.cpus();
+    c["mems"] = cpu.mems();
+    if (!cpu.cpus().empty()) {
+      Ok("cpuset.cpus " + cpu.cpus() + "  cpuset.mems " + cpu.mems() +
+         "  (NUMA-aligned with the devices)");
+    }
+    if (cpu.has_quota()) {
+      c["cpuQuota"] = cpu.quota().value();
+      c["cpuPeriod"] = cpu.has_period() ? cpu.period().value() : 0;
+      Ok("cpu quota " + std::to_string(cpu.quota().value()) + " per period " +
+         std::to_string(cpu.has_period() ? cpu.period().value() : 0) + "  (DRA-allocated CPUs)");
+    }
+    if (adjust.linux().resources().has_memory() && adjust.linux().resources().memory().has_limit()) {
+      c["memoryLimit"] = adjust.linux().resources().memory().limit().value();
+      Ok("memory limit " + std::to_string(adjust.linux().resources().memory().limit().value()) +
+         " bytes  (DRA-allocated memory)");
+    }
+    if (!names.empty()) {
+      absl::StatusOr<devlet::cdi::ContainerEdits> edits = registry.Resolve(names);
+      if (!edits.ok()) {
+        Fail("the CDI devices do not resolve in " + flags.cdi_root + ": " +
+             devlet::Message(edits.status()));
+      } else {
+        c["cdiEdits"] = EditsJson(*edits);
+        for (const auto& m : edits->mounts) {
+          if (m.container_path.ends_with("-metadata.json")) {
+            metadata[m.container_path] = MetadataJson(m.host_path);
+          }
+        }
+        std::cout << "    the runtime injects (CDI): " << c["cdiEdits"].dump() << "\n";
+      }
+    }
+    if (!metadata.empty()) {
+      c["metadata"] = metadata;
+      for (const auto& [where, content] : metadata.items()) {
+        std::cout << "    device metadata " << where << ": " << content.dump() << "\n";
+      }
+    }
+    containers[spec.name] = c;
+  }
+  run.report["containers"] = containers;
+  bool any_devices = false;
+  for (const auto& [name, c] : containers.items()) {
+    if (c["adjustment"].contains("CDI_devices") || c.contains("cdiEdits") ||
+        (c["adjustment"].contains("linux") && c["adjustment"]["linux"].contains("devices"))) {
+      any_devices = true;
+    }
+  }
+  if (!run.claims.empty() && !any_devices) Fail("no container of the pod got devices");
+}
+
+// RemovePod plays StopContainer/RemoveContainer/StopPodSandbox/RemovePodSandbox.
+void RemovePod(nri::RuntimeSession& session, PodRun& run) {
+  for (const nri::api::Container& container : run.created) {
+    nri::api::StopContainerRequest stop;
+    *stop.mutable_pod() = run.sandbox;
+    *stop.mutable_container() = container;
+    if (auto r = session.Call<nri::api::StopContainerResponse>("StopContainer", stop); !r.ok()) {
+      Fail("StopContainer: " + devlet::Message(r.status()));
+    }
+    nri::api::RemoveContainerRequest remove;
+    *remove.mutable_pod() = run.sandbox;
+    *remove.mutable_container() = container;
+    if (auto r = session.Call<nri::api::RemoveContainerResponse>("RemoveContainer", remove);
+        !r.ok()) {
+      Fail("RemoveContainer: " + devlet::Message(r.status()));
+    }
+  }
+  nri::api::StopPodSandboxRequest stop_pod;
+  *stop_pod.mutable_pod() = run.sandbox;
+  if (auto r = session.Call<nri::api::StopPodSandboxResponse>("StopPodSandbox", stop_pod); !r.ok()) {
+    Fail("StopPodSandbox: " + devlet::Message(r.status()));
+  }
+  nri::api::RemovePodSandboxRequest remove_pod;
+  *remove_pod.mutable_pod() = run.sandbox;
+  if (auto r = session.Call<nri::api::RemovePodSandboxResponse>("RemovePodSandbox", remove_pod);
+      !r.ok()) {
+    Fail("RemovePodSandbox: " + devlet::Message(r.status()));
+  }
+  Ok("pod " + run.pod.metadata.namespace_ + "/" + run.pod.metadata.name +
+     ": containers and sandbox stopped and removed");
+}
+
 int Run(const Flags& flags) {
   using namespace std::chrono_literals;
   const auto timeout = std::chrono::seconds(flags.timeout_seconds);
@@ -230,10 +461,14 @@ int Run(const Flags& flags) {
     std::cerr << devlet::Message(store.status()) << "\n";
     return 1;
   }
-  absl::StatusOr<kube::Pod> pod = GetPod(**store, flags.pod);
-  if (!pod.ok()) {
-    std::cerr << "run: " << devlet::Message(pod.status()) << "\n";
-    return 1;
+  std::vector<PodRun> runs;
+  for (const std::string& ref : flags.pods) {
+    absl::StatusOr<kube::Pod> pod = GetPod(**store, ref);
+    if (!pod.ok()) {
+      std::cerr << "run: " << devlet::Message(pod.status()) << "\n";
+      return 1;
+    }
+    runs.push_back({.pod = *std::move(pod)});
   }
 
   // The runtime listens first: devlet-node connects once the kubelet registered it.
@@ -279,68 +514,13 @@ int Run(const Flags& flags) {
     else Ok("NotifyRegistrationStatus(registered=true)");
   }
 
-  // ---- kubelet: prepare the pod's claims ----
-  Step("kubelet: NodePrepareResources for pod " + pod->metadata.namespace_ + "/" +
-       pod->metadata.name + " (uid " + pod->metadata.uid + ")");
-  std::vector<kube::ResourceClaim> claims;
-  for (const kube::PodResourceClaim& ref : pod->spec.resource_claims) {
-    if (!ref.resource_claim_name) {
-      Fail("pod claim " + ref.name + ": only resourceClaimName is supported by the demo");
-      continue;
-    }
-    absl::StatusOr<kube::ResourceClaim> claim =
-        kube::GetAs<kube::ResourceClaim>(**store, pod->metadata.namespace_, *ref.resource_claim_name);
-    if (!claim.ok()) {
-      Fail(devlet::Message(claim.status()));
-      continue;
-    }
-    claims.push_back(*std::move(claim));
-  }
+  // ---- kubelet: prepare every pod's claims ----
   auto dra_channel =
       grpc::CreateChannel("unix://" + info.endpoint(), grpc::InsecureChannelCredentials());
   auto dra_stub = dra::DRAPlugin::NewStub(dra_channel);
-  dra::NodePrepareResourcesRequest prepare;
-  for (const kube::ResourceClaim& claim : claims) {
-    dra::Claim* c = prepare.add_claims();
-    c->set_namespace_(claim.metadata.namespace_);
-    c->set_name(claim.metadata.name);
-    c->set_uid(claim.metadata.uid);
+  for (PodRun& run : runs) {
+    if (!PrepareClaims(flags, **store, *dra_stub, run)) return 1;
   }
-  dra::NodePrepareResourcesResponse prepared;
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + timeout);
-    grpc::Status status = dra_stub->NodePrepareResources(&context, prepare, &prepared);
-    if (!status.ok()) {
-      Fail("NodePrepareResources: " + status.error_message());
-      return 1;
-    }
-  }
-  ordered_json prepare_report = ordered_json::object();
-  for (const kube::ResourceClaim& claim : claims) {
-    auto it = prepared.claims().find(claim.metadata.uid);
-    std::string who = "claim " + claim.metadata.namespace_ + "/" + claim.metadata.name;
-    if (it == prepared.claims().end()) {
-      Fail(who + ": no answer");
-      continue;
-    }
-    if (!it->second.error().empty()) {
-      Fail(who + ": " + it->second.error());
-      continue;
-    }
-    ordered_json devices = ordered_json::array();
-    for (const dra::Device& device : it->second.devices()) {
-      std::string ids;
-      for (const std::string& id : device.cdi_device_ids()) ids += (ids.empty() ? "" : " ") + id;
-      Ok(who + ": " + device.pool_name() + "/" + device.device_name() + "  CDI: " + ids);
-      devices.push_back({{"pool", device.pool_name()},
-                         {"device", device.device_name()},
-                         {"cdiDeviceIds", std::vector<std::string>(device.cdi_device_ids().begin(),
-                                                                   device.cdi_device_ids().end())}});
-    }
-    prepare_report[claim.metadata.namespace_ + "/" + claim.metadata.name] = devices;
-  }
-  report["prepared"] = prepare_report;
   std::vector<std::string> cdi_files = CdiFiles(flags.cdi_root);
   report["cdiSpecs"] = cdi_files;
   for (const std::string& file : cdi_files) Ok("CDI spec written: " + flags.cdi_root + "/" + file);
@@ -372,136 +552,44 @@ int Run(const Flags& flags) {
   } else {
     Ok("Synchronize (no pods yet)");
   }
+  for (PodRun& run : runs) CreateContainers(flags, **session, run);
 
-  nri::api::PodSandbox sandbox;
-  sandbox.set_id("sandbox-" + pod->metadata.uid.substr(0, 8));
-  sandbox.set_name(pod->metadata.name);
-  sandbox.set_uid(pod->metadata.uid);
-  sandbox.set_namespace_(pod->metadata.namespace_);
-  nri::api::RunPodSandboxRequest run_request;
-  *run_request.mutable_pod() = sandbox;
-  if (auto r = (*session)->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run_request);
-      !r.ok()) {
-    Fail("RunPodSandbox: " + devlet::Message(r.status()));
-  } else {
-    Ok("RunPodSandbox " + sandbox.id());
-  }
-  devlet::cdi::Registry registry = devlet::cdi::Registry::Load({flags.cdi_root});
-  ordered_json containers = ordered_json::object();
-  std::vector<nri::api::Container> created;
-  int index = 0;
-  for (const kube::Container& spec : pod->spec.containers) {
-    Step("runtime: CreateContainer " + spec.name);
-    nri::api::Container container;
-    container.set_id("ctr-" + std::to_string(index++) + "-" + spec.name);
-    container.set_pod_sandbox_id(sandbox.id());
-    container.set_name(spec.name);
-    container.mutable_linux()->mutable_resources()->mutable_cpu()->set_cpus("0-31");
-    nri::api::CreateContainerRequest create;
-    *create.mutable_pod() = sandbox;
-    *create.mutable_container() = container;
-    absl::StatusOr<nri::api::CreateContainerResponse> reply =
-        (*session)->Call<nri::api::CreateContainerResponse>("CreateContainer", create);
-    if (!reply.ok()) {
-      Fail("CreateContainer " + spec.name + ": " + devlet::Message(reply.status()));
-      continue;
-    }
-    created.push_back(container);
-    const nri::api::ContainerAdjustment& adjust = reply->adjust();
-    ordered_json c = ordered_json::object();
-    c["adjustment"] = ordered_json::parse(ProtoJson(adjust));
-    std::vector<std::string> names;
-    for (const auto& d : adjust.cdi_devices()) names.push_back(d.name());
-    for (const auto& d : adjust.linux().devices()) Ok("device node " + d.path());
-    for (const auto& m : adjust.mounts()) Ok("mount " + m.source() + " -> " + m.destination());
-    for (const auto& e : adjust.env()) Ok("env " + e.key() + "=" + e.value());
-    for (const std::string& name : names) Ok("CDI device " + name);
-    const std::string cpus = adjust.linux().resources().cpu().cpus();
-    const std::string mems = adjust.linux().resources().cpu().mems();
-    c["cpus"] = cpus;
-    c["mems"] = mems;
-    if (!cpus.empty()) {
-      Ok("cpuset.cpus " + cpus + "  cpuset.mems " + mems + "  (NUMA-aligned with the devices)");
-    }
-    if (!names.empty()) {
-      absl::StatusOr<devlet::cdi::ContainerEdits> edits = registry.Resolve(names);
-      if (!edits.ok()) {
-        Fail("the CDI devices do not resolve in " + flags.cdi_root + ": " +
-             devlet::Message(edits.status()));
-      } else {
-        c["cdiEdits"] = EditsJson(*edits);
-        std::cout << "    the runtime injects (CDI): " << c["cdiEdits"].dump() << "\n";
-      }
-    }
-    containers[spec.name] = c;
-  }
-  report["containers"] = containers;
-  bool any_devices = false;
-  for (const auto& [name, c] : containers.items()) {
-    if (c["adjustment"].contains("CDI_devices") || c.contains("cdiEdits") ||
-        (c["adjustment"].contains("linux") && c["adjustment"]["linux"].contains("devices"))) {
-      any_devices = true;
-    }
-  }
-  if (!claims.empty() && !any_devices) Fail("no container got devices");
-
-  Step("runtime: stop and remove the pod");
-  for (const nri::api::Container& container : created) {
-    nri::api::StopContainerRequest stop;
-    *stop.mutable_pod() = sandbox;
-    *stop.mutable_container() = container;
-    if (auto r = (*session)->Call<nri::api::StopContainerResponse>("StopContainer", stop); !r.ok()) {
-      Fail("StopContainer: " + devlet::Message(r.status()));
-    }
-    nri::api::RemoveContainerRequest remove;
-    *remove.mutable_pod() = sandbox;
-    *remove.mutable_container() = container;
-    if (auto r = (*session)->Call<nri::api::RemoveContainerResponse>("RemoveContainer", remove);
-        !r.ok()) {
-      Fail("RemoveContainer: " + devlet::Message(r.status()));
-    }
-  }
-  nri::api::StopPodSandboxRequest stop_pod;
-  *stop_pod.mutable_pod() = sandbox;
-  if (auto r = (*session)->Call<nri::api::StopPodSandboxResponse>("StopPodSandbox", stop_pod);
-      !r.ok()) {
-    Fail("StopPodSandbox: " + devlet::Message(r.status()));
-  }
-  nri::api::RemovePodSandboxRequest remove_pod;
-  *remove_pod.mutable_pod() = sandbox;
-  if (auto r = (*session)->Call<nri::api::RemovePodSandboxResponse>("RemovePodSandbox", remove_pod);
-      !r.ok()) {
-    Fail("RemovePodSandbox: " + devlet::Message(r.status()));
-  }
-  Ok("containers and sandbox stopped and removed");
+  Step("runtime: stop and remove the pods");
+  for (PodRun& run : runs) RemovePod(**session, run);
 
   Step("kubelet: NodeUnprepareResources");
-  dra::NodeUnprepareResourcesRequest unprepare;
-  *unprepare.mutable_claims() = prepare.claims();
-  dra::NodeUnprepareResourcesResponse unprepared;
-  {
+  for (PodRun& run : runs) {
+    dra::NodeUnprepareResourcesRequest unprepare;
+    for (const kube::ResourceClaim& claim : run.claims) {
+      dra::Claim* c = unprepare.add_claims();
+      c->set_namespace_(claim.metadata.namespace_);
+      c->set_name(claim.metadata.name);
+      c->set_uid(claim.metadata.uid);
+    }
+    dra::NodeUnprepareResourcesResponse unprepared;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     grpc::Status status = dra_stub->NodeUnprepareResources(&context, unprepare, &unprepared);
     if (!status.ok()) {
       Fail("NodeUnprepareResources: " + status.error_message());
-    } else {
-      for (const auto& [uid, result] : unprepared.claims()) {
-        if (result.error().empty()) Ok("claim " + uid + " unprepared");
-        else Fail("claim " + uid + ": " + result.error());
-      }
+      continue;
+    }
+    for (const auto& [uid, result] : unprepared.claims()) {
+      if (result.error().empty()) Ok("claim " + uid + " unprepared");
+      else Fail("claim " + uid + ": " + result.error());
     }
   }
-  std::vector<std::string> left;
-  for (const std::string& file : CdiFiles(flags.cdi_root)) {
-    // The demo's CDI root holds only what devlet-node wrote for the claims.
-    left.push_back(file);
-  }
+  std::vector<std::string> left = CdiFiles(flags.cdi_root);  // only what devlet-node wrote
   report["cdiSpecsAfterUnprepare"] = left;
   if (left.empty()) Ok("every CDI spec of the claims was removed");
   else Fail("CDI specs left behind: " + ordered_json(left).dump());
   (*session)->connection().Close();
 
+  ordered_json pods = ordered_json::object();
+  for (PodRun& run : runs) {
+    pods[run.pod.metadata.namespace_ + "/" + run.pod.metadata.name] = run.report;
+  }
+  report["pods"] = pods;
   report["failures"] = failures;
   if (!flags.report.empty()) std::ofstream(flags.report) << report.dump(2) << "\n";
   return failures == 0 ? 0 : 1;
@@ -519,7 +607,7 @@ int main(int argc, char** argv) {
   bind->add_option("--pod", flags.pod, "NAMESPACE/NAME of the pod")->required();
   CLI::App* run = app.add_subcommand("run", "play the kubelet and the runtime for one pod");
   run->add_option("--manifests", flags.manifests, "manifest directory")->required();
-  run->add_option("--pod", flags.pod, "NAMESPACE/NAME of the pod")->required();
+  run->add_option("--pod", flags.pods, "NAMESPACE/NAME of a pod (repeatable)")->required();
   run->add_option("--registrar-dir", flags.registrar_dir, "kubelet plugin registry")->required();
   run->add_option("--driver", flags.driver, "DRA driver name");
   run->add_option("--nri-socket", flags.nri_socket, "NRI socket to listen on")->required();

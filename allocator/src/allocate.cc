@@ -1259,6 +1259,21 @@ AllocateOutcome Allocate(const Snapshot& snapshot, const kube::Node& node,
       options.explain->pools.push_back(std::move(info));
     }
   }
+  if (options.count_node_devices) {
+    const AllocatedStateImpl& used = state.impl();
+    for (const PoolView& p : (*view)->pools) {
+      if (p.incomplete || p.invalid) continue;
+      for (size_t s = 0; s < p.slices.size(); ++s) {
+        const CompiledSlice& slice = *p.slices[s];
+        for (size_t d = 0; d < slice.devices.size(); ++d) {
+          if (slice.per_device && !p.node_ok[s][d]) continue;
+          const KeyId k = slice.devices[d].key;
+          ++out.node_devices;
+          if (used.Dedicated(k) || used.Shared(k) || used.HasCapacity(k)) ++out.node_devices_in_use;
+        }
+      }
+    }
+  }
   Search search(snap, **view, node, state.impl(), options);
   absl::Status prepared = search.Prepare(claims);
   if (!prepared.ok()) {
@@ -1278,6 +1293,10 @@ AllocateOutcome Allocate(const Snapshot& snapshot, const kube::Node& node,
     out.kind = AllocateOutcome::Kind::kUnschedulable;
     out.reason = search.AnyInvalidPool() ? "invalid resource pools were encountered"
                                          : "cannot allocate all claims";
+    return out;
+  }
+  if (options.verdict_only) {
+    out.kind = AllocateOutcome::Kind::kAllocated;
     return out;
   }
   auto results = search.Results();

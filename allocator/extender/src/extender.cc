@@ -447,6 +447,9 @@ struct CachedNode {
   std::string reason;  // why not, for FailedNodes
   std::shared_ptr<const std::vector<kube::AllocationResult>> results;  // when it fits
   std::optional<int64_t> score;  // prioritize's, once computed (current state only)
+  // The node's devices and those in use (AllocateOptions::count_node_devices), for the score.
+  int devices = 0;
+  int in_use = 0;
 };
 
 // ShapeCache holds the nodes' outcomes for one shape. A request looks all its nodes up under one
@@ -558,6 +561,10 @@ std::string Extender::Filter(std::string_view body) {
   if (options_.filter_timeout.count() > 0) {
     allocate_options.deadline = start + options_.filter_timeout;
   }
+  // Score mode's filter (against the empty state) needs only the verdict; allocate mode's kept
+  // outcome also serves prioritize, which scores the chosen devices and the node's use.
+  allocate_options.verdict_only = score;
+  allocate_options.count_node_devices = !score;
   std::shared_ptr<ShapeCache> shape;
   if (options_.reuse_results && !pending.empty()) {
     shape = cache_->Get(ShapeKey(pending, score ? 'E' : 'C'));
@@ -617,7 +624,9 @@ std::string Extender::Filter(std::string_view body) {
       entry.version = c.version;
       entry.fits = verdict[i].empty();
       entry.reason = verdict[i];
-      if (entry.fits) {
+      entry.devices = out.node_devices;
+      entry.in_use = out.node_devices_in_use;
+      if (entry.fits && !score) {
         entry.results =
             std::make_shared<const std::vector<kube::AllocationResult>>(std::move(out.results));
       }
@@ -666,8 +675,8 @@ std::string Extender::Prioritize(std::string_view body) {
     const allocator::Snapshot& snapshot = state_.snapshot_locked();
     std::shared_ptr<ShapeCache> shape;
     if (options_.reuse_results && !pending.empty()) shape = cache_->Get(ShapeKey(pending, 'C'));
-    auto score_of = [&](const std::vector<kube::AllocationResult>& results,
-                        const kube::Node& node) -> int64_t {
+    auto score_of = [&](const CachedNode& entry) -> int64_t {
+      const std::vector<kube::AllocationResult>& results = *entry.results;
       // Locality: distinct NUMA nodes (or PCIe roots) among the chosen devices.
       std::set<std::string> numa;
       std::set<std::string> pcie;
@@ -691,19 +700,10 @@ std::string Extender::Prioritize(std::string_view body) {
         if (numa.empty() && pcie.empty()) distinct = 1;  // no topology known: neutral
         locality = 10.0 / static_cast<double>(distinct);
       }
-      // Packing: share of the node's devices in use once these are placed.
-      int total = 0;
-      int used = 0;
-      // In use: allocated or held (IsAllocated looks the key up without building it).
-      for (const kube::ResourceSlice* slice : state_.slices_on_node_locked(node.metadata.name)) {
-        total += static_cast<int>(slice->spec.devices.size());
-        for (const auto& d : slice->spec.devices) {
-          if (state_.allocated_locked().IsAllocated(slice->spec.driver, slice->spec.pool.name,
-                                                    d.name)) {
-            ++used;
-          }
-        }
-      }
+      // Packing: share of the node's devices in use once these are placed (devices the node
+      // can use, counted by the allocator on its view of the node).
+      const int total = entry.devices;
+      const int used = entry.in_use;
       double packing = 5.0;
       if (total > 0) {
         const double fill = std::min(1.0, static_cast<double>(used + chosen) / total);
@@ -749,10 +749,13 @@ std::string Extender::Prioritize(std::string_view body) {
           scores[i] = 5;  // nothing to place: neutral
           return;
         }
-        allocator::AllocateOutcome out = allocator::Allocate(
-            snapshot, *c.node, **for_node, state_.allocated_locked(), {});
+        allocator::AllocateOutcome out =
+            allocator::Allocate(snapshot, *c.node, **for_node, state_.allocated_locked(),
+                                {.count_node_devices = true});
         if (out.kind == allocator::AllocateOutcome::Kind::kError) return;
         entry.version = c.version;
+        entry.devices = out.node_devices;
+        entry.in_use = out.node_devices_in_use;
         entry.fits = out.kind == allocator::AllocateOutcome::Kind::kAllocated;
         if (entry.fits) {
           entry.results =
@@ -761,7 +764,7 @@ std::string Extender::Prioritize(std::string_view body) {
           entry.reason = out.reason.empty() ? "cannot allocate all claims" : out.reason;
         }
       }
-      scores[i] = entry.fits ? score_of(*entry.results, *c.node) : 0;
+      scores[i] = entry.fits ? score_of(entry) : 0;
       entry.score = scores[i];
       store[i] = c.reusable;
     });

@@ -188,6 +188,13 @@ struct AllocateOptions {
   const std::atomic<bool>* cancelled = nullptr;
   // When set, filled with what the search considered.
   Explanation* explain = nullptr;
+  // Only the kind (and reason) is wanted: an allocation that succeeds returns no results, which
+  // saves building them (a filter that only needs to know whether the node fits). Errors that
+  // only building the results finds (a slice node selector with several terms) then go
+  // unreported.
+  bool verdict_only = false;
+  // Count the node's devices and those in use (AllocateOutcome::node_devices*), for scoring.
+  bool count_node_devices = false;
 };
 
 // AllocateOutcome is the result of one Allocate call.
@@ -202,6 +209,11 @@ struct AllocateOutcome {
   std::string reason;
   absl::Status status;
   int64_t steps = 0;  // allocateOne invocations (search effort)
+  // With count_node_devices: the devices the node can use (complete, valid pools; per-device
+  // node selection applied) and how many of them are allocated (dedicated, shared or with
+  // consumed capacity, as AllocatedState::IsAllocated) in `state`, before this allocation.
+  int node_devices = 0;
+  int node_devices_in_use = 0;
 };
 
 // Allocate allocates `claims` (one pod's claims without status.allocation) on `node`.

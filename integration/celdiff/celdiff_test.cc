@@ -14,7 +14,8 @@
 //    implementation can match a random quantity; a sampled range would make the test flaky);
 //  - tracker panic: cel-go's ext.Lists cost tracker panics on distinct() of an error value (an
 //    "internal error" that ends evaluation early; see known_disagreements.txt).
-// The estimated maximum cost (compile time) must agree too. Error texts are compared and counted.
+// The estimated maximum cost and the compile error text must agree too; runtime error texts are
+// compared and counted (CELDIFF_DUMP lists them).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -141,6 +142,7 @@ struct Tally {
   int disagreements = 0;
   int known = 0;
   int message_differences = 0;
+  int compile_message_differences = 0;
   int cost_differences = 0;
   int order_dependent_costs = 0;
   int tracker_panics = 0;
@@ -200,7 +202,32 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
              "; devlet " + (program.ok() ? "compiles" : "fails: " + Message(program.status())));
       continue;
     }
-    if (!go_compiles) continue;
+    if (!go_compiles) {
+      // Kubernetes shows this text to the user (claim validation): it must be the same.
+      const std::string want = line.at("compileError").get<std::string>();
+      if (want != Message(program.status())) {
+        ++t.compile_message_differences;
+        if (is_known) {
+          known->disagreed[expr] = true;
+          ++t.known;
+        } else {
+          ++t.disagreements;
+          report(source + ": `" + expr + "`: compile error text differs:\nkubernetes: " + want +
+                 "\ndevlet:     " + Message(program.status()));
+        }
+        if (dump != nullptr) {
+          auto one_line = [](std::string text) {
+            for (size_t pos = 0; (pos = text.find('\n', pos)) != std::string::npos;) {
+              text.replace(pos, 1, "\\n");
+            }
+            return text;
+          };
+          fprintf(dump, "compile error text: %s\n  kubernetes: %s\n  devlet:     %s\n", expr.c_str(),
+                  one_line(want).c_str(), one_line(Message(program.status())).c_str());
+        }
+      }
+      continue;
+    }
     // The estimated maximum cost decides whether the API server accepts the selector: it must be
     // Kubernetes' number (the oracle omits it when it is 0).
     const uint64_t want_estimate = line.value("maxCost", uint64_t{0});
@@ -290,11 +317,12 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
     std::printf(
         "celdiff %-6s: %d expressions (%d fail to compile), %d evaluations (%d match, %d no "
         "match, %d error): %d disagreements, %d known; costs: %d order-dependent (not compared), %d "
-        "tracker panics, %d differ (lenient); %d estimated costs differ; informational: %d error "
-        "texts differ\n",
+        "tracker panics, %d differ (lenient); %d estimated costs, %d compile error texts differ; "
+        "informational: %d runtime error texts differ\n",
         kind.c_str(), t.expressions, t.compile_errors, t.evaluations, t.matches, t.non_matches,
         t.errors, t.disagreements, t.known, t.order_dependent_costs, t.tracker_panics,
-        t.cost_differences, t.estimate_differences, t.message_differences);
+        t.cost_differences, t.estimate_differences, t.compile_message_differences,
+        t.message_differences);
   }
   if (dump != nullptr) fclose(dump);
   if (reported > 60) ADD_FAILURE() << (reported - 60) << " more disagreements not shown";

@@ -198,9 +198,8 @@ absl::StatusOr<Program> CompileSelector(std::string_view expression, const Selec
   env.constant_conversion_errors_at_compile_time = true;
   env.strings_v2_format = true;
   env.nan_ordering_errors = true;
-  absl::StatusOr<Program> program = Environment(std::move(env)).Compile(expression);
-  if (!program.ok()) return devlet::WithContext(program.status(), "compilation failed");
-  return program;
+  env.kubernetes_messages = true;
+  return Environment(std::move(env)).Compile(expression);
 }
 
 namespace {

@@ -395,7 +395,7 @@ Val ToInt(Ctx& ctx, const Val* a, uint32_t n) {
       return Val::Int(static_cast<int64_t>(x.d));
     case VK::kString: {
       int64_t v;
-      if (!ParseInt64(x.str(), &v)) return ctx.Error("cannot convert string '" + std::string(x.str()) + "' to int");
+      if (!ParseInt64(x.str(), &v)) return ctx.Error("type conversion error from 'string' to 'int'");
       return Val::Int(v);
     }
     default: NO_OVERLOAD("int");
@@ -420,7 +420,7 @@ Val ToUint(Ctx& ctx, const Val* a, uint32_t n) {
       if (!s.empty() && s[0] == '+') s.remove_prefix(1);
       auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
       if (s.empty() || ec != std::errc() || p != s.data() + s.size()) {
-        return ctx.Error("cannot convert string '" + std::string(x.str()) + "' to uint");
+        return ctx.Error("type conversion error from 'string' to 'uint'");
       }
       return Val::Uint(v);
     }
@@ -444,11 +444,11 @@ Val ToDouble(Ctx& ctx, const Val* a, uint32_t n) {
       if (l == "nan") return Val::Double(NAN);
       if (s.empty() || std::isspace(static_cast<unsigned char>(s[0])) || l.find("inf") != std::string::npos ||
           l.find("nan") != std::string::npos) {
-        return ctx.Error("cannot convert string '" + s + "' to double");
+        return ctx.Error("type conversion error from 'string' to 'double'");
       }
       char* end = nullptr;
       const double d = std::strtod(s.c_str(), &end);
-      if (end != s.c_str() + s.size()) return ctx.Error("cannot convert string '" + s + "' to double");
+      if (end != s.c_str() + s.size()) return ctx.Error("type conversion error from 'string' to 'double'");
       return Val::Double(d);
     }
     default: NO_OVERLOAD("double");
@@ -485,7 +485,7 @@ Val ToBool(Ctx& ctx, const Val* a, uint32_t n) {
     const std::string_view s = a[0].str();
     if (s == "1" || s == "t" || s == "T" || s == "true" || s == "TRUE" || s == "True") return Val::Bool(true);
     if (s == "0" || s == "f" || s == "F" || s == "false" || s == "FALSE" || s == "False") return Val::Bool(false);
-    return ctx.Error("cannot convert string '" + std::string(s) + "' to bool");
+    return ctx.Error("type conversion error from 'string' to 'bool'");
   }
   NO_OVERLOAD("bool");
 }

@@ -682,9 +682,10 @@ class Parser {
         const bool quoted = tok_.kind == Tok::kQuotedIdent;
         Advance();
         if (tok_.kind == Tok::kLParen && !opt && !quoted) {
+          const int32_t open = tok_.offset;  // cel-go locates a call at its '('
           Advance();
           std::vector<ExprPtr> args = ParseArgs();
-          e = MakeCall(std::move(field), std::move(args), offset, std::move(e));
+          e = MakeCall(std::move(field), std::move(args), open, std::move(e));
           continue;
         }
         if (opt) {
@@ -850,10 +851,11 @@ class Parser {
         Advance();
         if (root) name = "." + name;
         if (tok_.kind == Tok::kLParen) {
+          const int32_t open = tok_.offset;  // cel-go locates a call at its '('
           Advance();
           std::vector<ExprPtr> args = ParseArgs();
           if (failed_) return Dummy();
-          return MakeCall(std::move(name), std::move(args), offset, nullptr);
+          return MakeCall(std::move(name), std::move(args), open, nullptr);
         }
         return Ident(std::move(name), offset);
       }
@@ -1113,16 +1115,23 @@ std::string FormatError(std::string_view source, int32_t offset, std::string_vie
   const size_t column = Utf8CountCodePoints(before);  // invalid bytes count as one each
   std::string out = "ERROR: <input>:" + std::to_string(line) + ":" + std::to_string(column + 1) + ": ";
   out.append(message);
-  // Source line and caret, as cel-go prints them (only for valid UTF-8 short lines).
+  // Source line and caret as cel-go's Error.ToDisplayString prints them: lines up to 16384 bytes,
+  // tabs as spaces, a full-width dot (U+FF0E) under each multi-byte character and a full-width
+  // caret (U+FF3E) when the error is at one (valid UTF-8 only; the parser rejects the rest).
   size_t line_end = source.find('\n', line_start);
   if (line_end == std::string_view::npos) line_end = source.size();
   const std::string_view text = source.substr(line_start, line_end - line_start);
-  if (text.size() <= 200 && Utf8Valid(text)) {
+  if (text.size() <= 16384 && Utf8Valid(text)) {
     out += "\n | ";
-    out.append(text);
+    for (char c : text) out += c == '\t' ? ' ' : c;
     out += "\n | ";
-    out.append(column, '.');
-    out += '^';
+    size_t pos = 0;
+    for (size_t i = 0; i < column && pos < text.size(); ++i) {
+      const size_t n = std::max<size_t>(1, Utf8SequenceLength(text, pos));
+      out += n > 1 ? "\xEF\xBC\x8E" : ".";
+      pos += n;
+    }
+    out += pos < text.size() && Utf8SequenceLength(text, pos) > 1 ? "\xEF\xBC\xBE" : "^";
   }
   return out;
 }

@@ -826,6 +826,9 @@ class Planner {
 
   const std::string& errors() const { return errors_; }
   const CheckedInfo& checked() const { return checked_; }
+  // The first constant conversion that failed (cel-go's "program instantiation failed: ..."), or
+  // "" (see EnvironmentOptions::constant_conversion_errors_at_compile_time).
+  const std::string& instantiation_error() const { return instantiation_error_; }
   uint32_t max_slots() const { return max_slots_; }
 
  private:
@@ -1256,7 +1259,7 @@ class Planner {
       const Expr& pattern = e.operand ? *e.args[0] : *e.args[1];
       if (pattern.kind == Expr::Kind::kConst && pattern.constant.kind == Constant::Kind::kString &&
           (fn == "matches" || (options_.libraries & kRegexLibrary))) {
-        return PlanRegex(e, pattern.constant.s);
+        return PlanRegex(e, pattern.constant.s, pattern.offset);
       }
     }
     const bool member = e.operand != nullptr;
@@ -1272,13 +1275,18 @@ class Planner {
     }
   }
 
-  Planned PlanRegex(const Expr& e, const std::string& pattern) {
+  Planned PlanRegex(const Expr& e, const std::string& pattern, int32_t pattern_offset) {
     std::string error;
     std::shared_ptr<const Regex> re = CompileRegex(pattern, &error);
     if (re == nullptr) {
       // Invalid literal: a compile error (Kubernetes' regex validator) or a runtime error.
       if (options_.validate_regex_literals) {
-        Error(e.offset, "invalid " + e.name + " argument: " + error);
+        // cel-go's regex validator reports at the literal, without the parser's reason.
+        if (e.name == "matches") {
+          Error(pattern_offset, "invalid matches argument");
+        } else {
+          Error(e.offset, "invalid " + e.name + " argument: " + error);
+        }
         return Dummy(e);
       }
       return PlanFunction(e, e.name, e.operand != nullptr, e.operand.get());
@@ -1365,7 +1373,8 @@ class Planner {
     if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
       if (IsConversion(fn)) {
-        Error(offset, "program instantiation failed: " + std::string(v.str()));
+        // cel-go fails here when it plans the program, after a successful check: no location.
+        if (instantiation_error_.empty()) instantiation_error_ = std::string(v.str());
         return p;
       }
     }
@@ -1412,7 +1421,7 @@ class Planner {
         if (member && IsFunctionName(name, options_.libraries) &&
             FindFunction(name, false, options_.libraries) != nullptr) {
           Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
-                              ArgTypes(args) + "'");
+                              ArgTypes(args, member) + "'");
         } else {
           Error(e.offset, "undeclared reference to '" + name + "' (in container '')");
         }
@@ -1426,7 +1435,7 @@ class Planner {
     }
     if (args.size() < def->min_args || args.size() > def->max_args) {
       if (options_.type_check) {
-        Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
+        Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args, member) + "'");
         return Dummy(e);
       }
       std::vector<NodePtr> nodes;
@@ -1533,11 +1542,22 @@ class Planner {
     return shape;
   }
 
-  static std::string ArgTypes(const std::vector<Planned>& args) {
-    std::string s = "(";
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (i) s += ", ";
-      s += args[i].type.DebugString();
+  // The signature in cel-go's "found no matching overload" error: "(int, string)", or
+  // "target.(args)" for a member call; the null type is spelled "null" there.
+  static std::string ArgTypes(const std::vector<Planned>& args, bool member = false) {
+    auto name = [](const Type& t) {
+      return t.kind() == Type::Kind::kNull ? std::string("null") : t.DebugString();
+    };
+    std::string s;
+    size_t first = 0;
+    if (member && !args.empty()) {
+      s = name(args[0].type) + ".";
+      first = 1;
+    }
+    s += "(";
+    for (size_t i = first; i < args.size(); ++i) {
+      if (i > first) s += ", ";
+      s += name(args[i].type);
     }
     return s + ")";
   }
@@ -1548,11 +1568,12 @@ class Planner {
   // common result kind, or kDyn.
   bool CheckOverload(const Expr& e, const std::string& name, const std::vector<Planned>& args,
                      Type::Kind* result) {
+    const bool member = e.operand != nullptr && checked_.global_calls.count(&e) == 0;
     *result = Type::Kind::kDyn;
     if (!options_.type_check) return true;
     if (name == "_==_" || name == "_!=_") {
       if (args.size() == 2 && !Assignable(args[0].type, args[1].type)) {
-        Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
+        Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args, member) + "'");
         return false;
       }
       *result = Type::Kind::kBool;
@@ -1576,7 +1597,7 @@ class Planner {
       }
     }
     if (!any) {
-      Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args) + "'");
+      Error(e.offset, "found no matching overload for '" + name + "' applied to '" + ArgTypes(args, member) + "'");
       return false;
     }
     return true;
@@ -1906,6 +1927,8 @@ class Planner {
         return;
       }
       const Type& t = types[next++];
+      // cel-go reports a clause's type error at the list element it formats.
+      const int32_t at = next - 1 < list.args.size() ? list.args[next - 1]->offset : call.offset;
       if (t.is_dyn()) continue;
       const Type::Kind k = t.kind();
       const std::string given = t.DebugString();
@@ -1914,25 +1937,25 @@ class Planner {
       switch (verb) {
         case 's': break;
         case 'd':
-          if (!integer && (strict || k != Type::Kind::kDouble)) Error(call.offset, "error during formatting: decimal clause can only be used on integers, was given " + given);
+          if (!integer && (strict || k != Type::Kind::kDouble)) Error(at, "error during formatting: decimal clause can only be used on integers, was given " + given);
           break;
         case 'f':  // strings pass: "NaN", "Infinity" and "-Infinity" format at runtime
-          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(call.offset, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(at, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
           break;
         case 'e':
-          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(call.offset, "error during formatting: scientific clause can only be used on doubles, was given " + given);
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(at, "error during formatting: scientific clause can only be used on doubles, was given " + given);
           break;
         case 'x':
         case 'X':
           if (!integer && k != Type::Kind::kString && k != Type::Kind::kBytes) {
-            Error(call.offset, "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given " + given);
+            Error(at, "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given " + given);
           }
           break;
         case 'o':
-          if (!integer) Error(call.offset, "error during formatting: only integers can be formatted as octal, was given " + given);
+          if (!integer) Error(at, "error during formatting: only integers can be formatted as octal, was given " + given);
           break;
         case 'b':
-          if (!integer && k != Type::Kind::kBool) Error(call.offset, "error during formatting: only integers and bools can be formatted as binary, was given " + given);
+          if (!integer && k != Type::Kind::kBool) Error(at, "error during formatting: only integers and bools can be formatted as binary, was given " + given);
           break;
         default:
           Error(call.offset, std::string("could not parse formatting clause: unrecognized formatting clause \"") + verb + "\"");
@@ -2163,6 +2186,7 @@ class Planner {
   ProgramImpl& program_;
   std::string errors_;
   CheckedInfo checked_;
+  std::string instantiation_error_;
   std::vector<ScopeVar> scope_;
   const Expr* exempt_literal_ = nullptr;  // the list literal argument of format()
   std::vector<Type> exempt_types_;        // its element types
@@ -2232,13 +2256,16 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
   popts.max_recursion_depth = options.max_recursion_depth;
   popts.max_expression_bytes = options.max_expression_bytes;
   ParseResult parsed = Parse(expression, popts);
-  if (!parsed.errors.empty()) return devlet::InvalidArgument(parsed.errors);
+  // Kubernetes' texts (DRA compile.go): parse and check errors after "compilation failed: ", the
+  // result type check and program creation on their own.
+  const std::string compile_prefix = options.kubernetes_messages ? "compilation failed: " : "";
+  if (!parsed.errors.empty()) return devlet::InvalidArgument(compile_prefix + parsed.errors);
 
   auto program = std::make_shared<ProgramImpl>();
   program->expression = std::string(expression);
   Planner planner(program->expression, options, *program);
   Planned root = planner.Plan(*parsed.expr);
-  if (!planner.errors().empty()) return devlet::InvalidArgument(planner.errors());
+  if (!planner.errors().empty()) return devlet::InvalidArgument(compile_prefix + planner.errors());
   if (!options.result_types.empty() && options.type_check && !root.type.is_dyn()) {
     bool ok = false;
     for (const Type& t : options.result_types) ok = ok || t == root.type;
@@ -2248,10 +2275,16 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
         if (i) want += " or ";
         want += options.result_types[i].is_dyn() ? "the unknown type" : options.result_types[i].DebugString();
       }
+      if (options.kubernetes_messages) {
+        return devlet::InvalidArgument("must evaluate to " + want + ", not " + root.type.DebugString());
+      }
       return devlet::InvalidArgument(FormatError(program->expression, 0,
                                                  "expression must evaluate to " + want + ", not " +
                                                      root.type.DebugString()));
     }
+  }
+  if (!planner.instantiation_error().empty()) {
+    return devlet::InvalidArgument("program instantiation failed: " + planner.instantiation_error());
   }
   program->result_type = root.type;
   program->require_bool = options.require_bool_result;

@@ -186,7 +186,7 @@ Val Timestamp(Ctx& ctx, const Val* a, uint32_t n) {
   int64_t seconds;
   uint32_t nanos;
   if (!ParseRfc3339(a[0].str(), &seconds, &nanos)) {
-    return ctx.Error("cannot parse timestamp '" + std::string(a[0].str()) + "' as RFC 3339");
+    return ctx.Error("type conversion error from 'string' to 'google.protobuf.Timestamp'");
   }
   return MakeTimestamp(ctx, seconds, nanos);
 }
@@ -196,7 +196,7 @@ Val Duration(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString) NO_OVERLOAD("duration");
   Int128 nanos;
   if (!ParseGoDuration(a[0].str(), &nanos)) {
-    return ctx.Error("cannot parse duration '" + std::string(a[0].str()) + "'");
+    return ctx.Error("type conversion error from 'string' to 'google.protobuf.Duration'");
   }
   return MakeDuration(ctx, nanos);
 }

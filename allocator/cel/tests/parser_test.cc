@@ -10,6 +10,7 @@
 namespace devlet::cel {
 namespace {
 
+using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -122,8 +123,7 @@ TEST(ParserTest, DraCompileErrorsCarryKubernetesPrefix) {
   absl::StatusOr<Program> p = dra::CompileSelector("device.driver");
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(devlet::Message(p.status()),
-              HasSubstr("compilation failed: ERROR: <input>:1:1: expression must evaluate to bool or the unknown "
-                        "type, not string"));
+              Eq("must evaluate to bool or the unknown type, not string"));
   p = dra::CompileSelector("device.nope == 1");
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(devlet::Message(p.status()), HasSubstr("undefined field 'nope'"));

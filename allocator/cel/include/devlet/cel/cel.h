@@ -112,6 +112,10 @@ struct EnvironmentOptions {
   // cel-go v0.29 (Kubernetes; on for DRA selectors). Off: false, as the cel-spec conformance
   // tests expect.
   bool nan_ordering_errors = false;
+  // Compile errors read as Kubernetes' DRA compiler words them: "compilation failed: ERROR: ..."
+  // for parse and check errors, "must evaluate to bool or the unknown type, not int" for the
+  // result type, "program instantiation failed: ..." for a constant conversion.
+  bool kubernetes_messages = false;
   // For the DRA device type: whether `device.allowMultipleAllocations` is a declared field.
   bool dra_allow_multiple_allocations = true;
   // Parser limits: nesting depth of the syntax tree and expression length in bytes.

@@ -152,8 +152,9 @@ struct SelectorOptions {
 };
 
 // CompileSelector compiles a DRA selector. Errors (InvalidArgument) read like Kubernetes':
-// "compilation failed: ERROR: <input>:1:2: Syntax error: ..." or
-// "compilation failed: ERROR: <input>:1:1: expression must evaluate to bool or the unknown type, not int".
+// "compilation failed: ERROR: <input>:1:2: Syntax error: ...\n | <source line>\n | .^",
+// "must evaluate to bool or the unknown type, not int" or
+// "program instantiation failed: integer overflow".
 absl::StatusOr<Program> CompileSelector(std::string_view expression,
                                         const SelectorOptions& options = {});
 

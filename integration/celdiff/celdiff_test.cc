@@ -259,6 +259,11 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
         if (agree && Message(got.status()).find(want.at("error").get<std::string>()) ==
                          std::string::npos) {
           ++t.message_differences;
+          if (dump != nullptr) {
+            fprintf(dump, "runtime error text: %s on %s\n  kubernetes: %s\n  devlet:     %s\n",
+                    expr.c_str(), device.name.c_str(), want.at("error").get<std::string>().c_str(),
+                    Message(got.status()).c_str());
+          }
         }
       } else {
         bool match = want.at("match").get<bool>();

@@ -438,7 +438,7 @@ Val Index(Ctx& ctx, const Val& operand, const Val& key) {
   if (operand.kind == VK::kList) {
     const std::optional<int64_t> i = AsIndex(key);
     if (!i) return ctx.NoOverload("_[_]", &operand, 1);
-    if (*i < 0 || *i >= operand.n) return ctx.Error("index out of range: " + std::to_string(*i));
+    if (*i < 0 || *i >= operand.n) return ctx.Error("index out of bounds: " + std::to_string(*i));
     return operand.l->data[*i];
   }
   if (MapLike(operand)) {

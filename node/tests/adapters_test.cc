@@ -154,6 +154,52 @@ TEST_F(AdaptersTest, MdevClaimIsPreparedAndUnpreparedAcrossARestart) {
   EXPECT_FALSE(fs::exists(journal_file));
 }
 
+TEST_F(AdaptersTest, VfsDevletCreatedGoWithTheirLastUserAcrossARestart) {
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  auto discoverer = devices::NewDiscoverer(
+      {.sysfs_root = fake_.Root(),
+       .topology_xml = std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml"});
+  ASSERT_OK_AND_ASSIGN(devices::Inventory inventory, discoverer->Discover());
+  ASSERT_OK_AND_ASSIGN(devices::ProfileConfig profiles,
+                       devices::ParseProfileConfig("profiles:\n- {name: vf, kind: vf, match: "
+                                                   "{interfaces: [ens1f0np0]}, numVFs: 4}\n"));
+  ASSERT_OK_AND_ASSIGN(devices::DeviceSet set, devices::BuildDeviceSet(inventory, profiles));
+  auto num_vfs = [&] {
+    absl::StatusOr<std::string> text = fake_.ReadFile("bus/pci/devices/0000:1a:00.0/sriov_numvfs");
+    return text.ok() ? std::stoi(*text) : -1;
+  };
+  const std::string journal = (dir_ / "journal").string();
+  const std::string ledger_path = (dir_ / "sriov-ledger").string();
+  auto options = [&](devices::SriovLedger* ledger) {
+    DevicesBackendOptions o{.pool = "node-1", .sysfs = &fake_, .journal_dir = journal};
+    o.preparer.vf_wait_timeout = std::chrono::milliseconds(2000);
+    o.preparer.poll_interval = std::chrono::milliseconds(5);
+    o.preparer.sriov_ledger = ledger;
+    return o;
+  };
+  dra_kubelet::DevicePrepareRequest second = Request("vf-0-vf-1");
+  second.claim.uid = "claim-2";
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<devices::SriovLedger> ledger,
+                         devices::SriovLedger::Open(ledger_path));
+    DevicesBackend backend(options(ledger.get()));
+    backend.SetDevices(set);
+    ASSERT_OK(backend.Prepare(Request("vf-0-vf-0")).status());
+    ASSERT_OK(backend.Prepare(second).status());
+    EXPECT_EQ(num_vfs(), 4);
+  }
+  // devlet-node restarts: the journal's holders and the ledger file decide when the VFs go.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<devices::SriovLedger> ledger,
+                       devices::SriovLedger::Open(ledger_path));
+  DevicesBackend restarted(options(ledger.get()));
+  restarted.SetDevices(set);
+  ASSERT_OK(restarted.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "vf-0-vf-0"}));
+  EXPECT_EQ(num_vfs(), 4) << "vf-0-vf-1 still uses the VFs";
+  ASSERT_OK(restarted.Unprepare({.claim_uid = "claim-2", .pool = "node-1", .device = "vf-0-vf-1"}));
+  EXPECT_EQ(num_vfs(), 0);
+  EXPECT_THAT(ledger->Entries(), IsEmpty());
+}
+
 TEST_F(AdaptersTest, JournalThatDoesNotParseFailsUnprepareAndIsKept) {
   ASSERT_OK(devices::testing::AddGpuServer(fake_));
   const std::string journal = (dir_ / "journal").string();

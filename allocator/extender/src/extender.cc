@@ -385,6 +385,21 @@ void ParallelFor(size_t n, int threads, Fn fn) {
   job->cv.wait(lock, [&] { return job->done.load() == n; });
 }
 
+// AppendJsonString appends `text` as a JSON string. Node names need no escaping (DNS subdomains):
+// they are copied as they are; anything else goes through the JSON library.
+void AppendJsonString(std::string& out, const std::string& text) {
+  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    out += json(text).dump();
+    return;
+  }
+  out += '"';
+  out += text;
+  out += '"';
+}
+
 json FilterReply(const Request& request, const std::vector<std::string>& passed,
                  const std::map<std::string, std::string>& failed,
                  const std::map<std::string, std::string>& unresolvable, const std::string& error) {
@@ -403,6 +418,40 @@ json FilterReply(const Request& request, const std::vector<std::string>& passed,
   for (const auto& [k, v] : failed) reply["FailedNodes"][k] = v;
   for (const auto& [k, v] : unresolvable) reply["FailedAndUnresolvableNodes"][k] = v;
   return reply;
+}
+
+// FilterReplyText is FilterReply's text; the NodeNames form (every request of a
+// nodeCacheCapable extender) is written directly: a JSON value per node name cost more than
+// answering for the node from kept outcomes.
+std::string FilterReplyText(const Request& request, const std::vector<std::string>& passed,
+                            const std::map<std::string, std::string>& failed,
+                            const std::map<std::string, std::string>& unresolvable) {
+  if (!request.node_names) return FilterReply(request, passed, failed, unresolvable, "").dump();
+  std::string out;
+  out.reserve(passed.size() * 16 + failed.size() * 64 + 128);
+  auto map = [&out](const std::map<std::string, std::string>& m) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, v] : m) {
+      if (!first) out += ',';
+      first = false;
+      AppendJsonString(out, k);
+      out += ':';
+      AppendJsonString(out, v);
+    }
+    out += '}';
+  };
+  out += "{\"Error\":\"\",\"FailedAndUnresolvableNodes\":";
+  map(unresolvable);
+  out += ",\"FailedNodes\":";
+  map(failed);
+  out += ",\"NodeNames\":[";
+  for (size_t i = 0; i < passed.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendJsonString(out, passed[i]);
+  }
+  out += "],\"Nodes\":null}";
+  return out;
 }
 
 std::string ErrorFilterReply(const std::string& error) {
@@ -546,7 +595,7 @@ std::string Extender::Filter(std::string_view body) {
   std::map<std::string, std::string> unresolvable;
   if (!claims->unresolvable.empty()) {
     for (const auto& name : request->names) unresolvable[name] = claims->unresolvable;
-    return FilterReply(*request, {}, {}, unresolvable, "").dump();
+    return FilterReplyText(*request, {}, {}, unresolvable);
   }
   const size_t n = request->names.size();
   std::vector<std::string> verdict(n);  // empty: passes
@@ -653,7 +702,7 @@ std::string Extender::Filter(std::string_view body) {
       failed[request->names[i]] = verdict[i];
     }
   }
-  return FilterReply(*request, passed, failed, unresolvable, "").dump();
+  return FilterReplyText(*request, passed, failed, unresolvable);
 }
 
 std::string Extender::Prioritize(std::string_view body) {
@@ -782,7 +831,7 @@ std::string Extender::Prioritize(std::string_view body) {
   for (size_t i = 0; i < n; ++i) {
     if (i > 0) out += ',';
     out += "{\"Host\":";
-    out += json(request->names[i]).dump();
+    AppendJsonString(out, request->names[i]);
     out += ",\"Score\":";
     out += std::to_string(scores[i]);
     out += '}';

@@ -824,7 +824,8 @@ class Planner {
     return p;
   }
 
-  const std::string& errors() const { return errors_; }
+  // Check errors, else validator errors, else "".
+  const std::string& errors() const { return errors_.empty() ? validator_errors_ : errors_; }
   const CheckedInfo& checked() const { return checked_; }
   // The first constant conversion that failed (cel-go's "program instantiation failed: ..."), or
   // "" (see EnvironmentOptions::constant_conversion_errors_at_compile_time).
@@ -835,6 +836,12 @@ class Planner {
   void Error(int32_t offset, std::string_view message) {
     if (!errors_.empty()) errors_ += "\n";
     errors_ += FormatError(source_, offset, message);
+  }
+  // Errors of cel-go's AST validators (homogeneous literals, format(), regex literals): cel-go
+  // runs them only after a successful check, so they are reported only without check errors.
+  void ValidatorError(int32_t offset, std::string_view message) {
+    if (!validator_errors_.empty()) validator_errors_ += "\n";
+    validator_errors_ += FormatError(source_, offset, message);
   }
   Planned PlanKind(const Expr& e) {
     switch (e.kind) {
@@ -1283,7 +1290,7 @@ class Planner {
       if (options_.validate_regex_literals) {
         // cel-go's regex validator reports at the literal, without the parser's reason.
         if (e.name == "matches") {
-          Error(pattern_offset, "invalid matches argument");
+          ValidatorError(pattern_offset, "invalid matches argument");
         } else {
           Error(e.offset, "invalid " + e.name + " argument: " + error);
         }
@@ -1897,7 +1904,7 @@ class Planner {
         continue;
       }
       if (!SameLiteralType(t, *first)) {
-        Error(offset, "expected type '" + first->DebugString() + "' but found '" + t.DebugString() + "'");
+        ValidatorError(offset, "expected type '" + first->DebugString() + "' but found '" + t.DebugString() + "'");
         return;
       }
     }
@@ -1923,7 +1930,7 @@ class Planner {
       }
       const char verb = f[i];
       if (next >= types.size()) {
-        Error(call.offset, "index " + std::to_string(next) + " out of range");
+        ValidatorError(call.offset, "index " + std::to_string(next) + " out of range");
         return;
       }
       const Type& t = types[next++];
@@ -1937,33 +1944,33 @@ class Planner {
       switch (verb) {
         case 's': break;
         case 'd':
-          if (!integer && (strict || k != Type::Kind::kDouble)) Error(at, "error during formatting: decimal clause can only be used on integers, was given " + given);
+          if (!integer && (strict || k != Type::Kind::kDouble)) ValidatorError(at, "error during formatting: decimal clause can only be used on integers, was given " + given);
           break;
         case 'f':  // strings pass: "NaN", "Infinity" and "-Infinity" format at runtime
-          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(at, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) ValidatorError(at, "error during formatting: fixed-point clause can only be used on doubles, was given " + given);
           break;
         case 'e':
-          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) Error(at, "error during formatting: scientific clause can only be used on doubles, was given " + given);
+          if (k != Type::Kind::kDouble && k != Type::Kind::kString && (strict || !integer)) ValidatorError(at, "error during formatting: scientific clause can only be used on doubles, was given " + given);
           break;
         case 'x':
         case 'X':
           if (!integer && k != Type::Kind::kString && k != Type::Kind::kBytes) {
-            Error(at, "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given " + given);
+            ValidatorError(at, "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given " + given);
           }
           break;
         case 'o':
-          if (!integer) Error(at, "error during formatting: only integers can be formatted as octal, was given " + given);
+          if (!integer) ValidatorError(at, "error during formatting: only integers can be formatted as octal, was given " + given);
           break;
         case 'b':
-          if (!integer && k != Type::Kind::kBool) Error(at, "error during formatting: only integers and bools can be formatted as binary, was given " + given);
+          if (!integer && k != Type::Kind::kBool) ValidatorError(at, "error during formatting: only integers and bools can be formatted as binary, was given " + given);
           break;
         default:
-          Error(call.offset, std::string("could not parse formatting clause: unrecognized formatting clause \"") + verb + "\"");
+          ValidatorError(call.offset, std::string("could not parse formatting clause: unrecognized formatting clause \"") + verb + "\"");
           return;
       }
     }
     if (next < types.size()) {
-      Error(call.offset, "too many arguments supplied to string.format (expected " + std::to_string(next) +
+      ValidatorError(call.offset, "too many arguments supplied to string.format (expected " + std::to_string(next) +
                              ", got " + std::to_string(types.size()) + ")");
     }
   }
@@ -2185,6 +2192,7 @@ class Planner {
   const EnvironmentOptions& options_;
   ProgramImpl& program_;
   std::string errors_;
+  std::string validator_errors_;
   CheckedInfo checked_;
   std::string instantiation_error_;
   std::vector<ScopeVar> scope_;

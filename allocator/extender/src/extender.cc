@@ -347,12 +347,19 @@ class WorkerPool {
   std::vector<std::thread> threads_;  // never joined: the pool lives as long as the process
 };
 
+// Below this many items ParallelFor runs on the calling thread alone.
+constexpr size_t kMinParallel = 16;
+
 // ParallelFor runs fn(i) for i in [0, n) on the calling thread plus up to `threads`-1 pool
 // helpers. The caller works too, so a busy pool only slows a request down, never blocks it.
+
 template <typename Fn>
 void ParallelFor(size_t n, int threads, Fn fn) {
   size_t workers = threads > 0 ? static_cast<size_t>(threads) : WorkerPool::Get().size();
   workers = std::min(workers, n);
+  // A few allocations (the nodes that changed since the last pod) take less time than waking a
+  // helper, which then competes with this thread for a core.
+  if (n < kMinParallel) workers = 1;
   if (workers <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;

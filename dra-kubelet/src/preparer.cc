@@ -410,7 +410,7 @@ absl::Status ClaimPreparer::PrepareDevices(ClaimRecord& record) {
   return WithContext(WriteFiles(record), who);
 }
 
-void ClaimPreparer::RollBack(const ClaimRecord& record) {
+bool ClaimPreparer::RollBack(const ClaimRecord& record) {
   // Undo this attempt's side effects; the caller removes the checkpoint entry only when this
   // worked, so a failed rollback leaves PrepareStarted for a later unprepare or prepare.
   absl::Status status = RemoveFiles(record);
@@ -423,6 +423,7 @@ void ClaimPreparer::RollBack(const ClaimRecord& record) {
     log::Logger().Error(status, "Rolling back a failed prepare failed; will retry later", "claim",
                         record.claim.Display(), "uid", record.claim.uid);
   }
+  return status.ok();
 }
 
 void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
@@ -546,8 +547,9 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
     work.status = PrepareDevices(work.record);
     if (!work.status.ok()) {
       work.kind = Work::Kind::kFailed;
-      RollBack(work.record);
-      rolled_back.push_back(uid);
+      // The entry goes only when everything was undone; else PrepareStarted stays for a later
+      // unprepare or prepare to finish.
+      if (RollBack(work.record)) rolled_back.push_back(uid);
       continue;
     }
     work.record.state = ClaimState::kPrepareCompleted;
@@ -565,10 +567,10 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
         work.kind = Work::Kind::kFailed;
         work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
                                               ": recording PrepareCompleted");
-        RollBack(work.record);
-        undo.push_back(record.claim.uid);
+        if (RollBack(work.record)) undo.push_back(record.claim.uid);
       }
-      if (absl::Status again = checkpoint_.Commit({}, undo); !again.ok()) {
+      if (absl::Status again = undo.empty() ? absl::OkStatus() : checkpoint_.Commit({}, undo);
+          !again.ok()) {
         log::Logger().Error(again, "Removing checkpoint entries of a failed prepare failed; a "
                                    "later unprepare or prepare finishes the job",
                             "claims", undo.size());

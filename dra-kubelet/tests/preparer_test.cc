@@ -272,6 +272,43 @@ TEST_F(PreparerTest, ConcurrentCallsShareCheckpointWrites) {
   EXPECT_EQ(store.commits.load(), before + 1);
 }
 
+// UnprepareFails wraps a backend whose Unprepare can be made to fail.
+class UnprepareFails final : public DeviceBackend {
+ public:
+  explicit UnprepareFails(DeviceBackend& inner) : inner_(inner) {}
+  absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override {
+    return inner_.Prepare(request);
+  }
+  absl::Status Unprepare(const DeviceUnprepareRequest& request) override {
+    if (fail) return absl::InternalError("device is wedged (injected)");
+    return inner_.Unprepare(request);
+  }
+  bool fail = true;
+
+ private:
+  DeviceBackend& inner_;
+};
+
+// A prepare that fails and cannot be rolled back keeps its PrepareStarted entry, so the devices
+// it left prepared are released by the kubelet's unprepare.
+TEST_F(PreparerTest, FailedRollbackKeepsTheRecord) {
+  UnprepareFails backend(backend_);
+  ClaimPreparer preparer(options_, claims_, backend, cdi_, checkpoint_);
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}, {"gpu2", "gpu-1"}});
+  claims_.Add(claim);
+  backend_.FailDevice("gpu-1", true);
+  EXPECT_THAT(preparer.Prepare({claim.Ref()})["uid-a"].error, HasSubstr("gpu-1"));
+  EXPECT_EQ(backend_.PreparedDevices().size(), 1u);  // gpu-0 could not be released
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->state, ClaimState::kPrepareStarted);
+  backend.fail = false;
+  EXPECT_THAT(preparer.Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+  EXPECT_THAT(backend_.PreparedDevices(), IsEmpty());
+  ASSERT_OK_AND_ASSIGN(record, checkpoint_.Get("uid-a"));
+  EXPECT_FALSE(record.has_value());
+}
+
 TEST_F(PreparerTest, TwoClaimsOfOneBatchNeverShareADevice) {
   ResourceClaim a = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
   ResourceClaim b = Claim("b", "uid-b", {{"gpu", "gpu-0"}});

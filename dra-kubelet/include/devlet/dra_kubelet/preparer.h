@@ -131,7 +131,7 @@ class ClaimPreparer {
   absl::Status Plan(Work& work, const std::map<std::string, ClaimRecord>& checkpoint,
                     const std::vector<const ClaimRecord*>& planned);
   absl::Status PrepareDevices(ClaimRecord& record);
-  void RollBack(const ClaimRecord& record);
+  bool RollBack(const ClaimRecord& record);  // true when everything was undone
   absl::Status WriteFiles(ClaimRecord& record);
   absl::Status EnsureFiles(const ClaimRecord& record);
   absl::Status RemoveFiles(const ClaimRecord& record);

@@ -75,7 +75,9 @@ cleanup() {
 trap cleanup EXIT
 
 NODE=sim-node-1
-HEALTH_PORT="${DEVLET_DEMO_HEALTH_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 18080)}"
+if [[ $CHECK == 1 ]] && ! command -v python3 >/dev/null; then
+  fail "--check needs python3 (apt-get install python3)"
+fi
 DRIVER=devlet.io
 MANIFESTS="$WORK/manifests"
 mkdir -p "$MANIFESTS" "$WORK/cdi"
@@ -91,7 +93,7 @@ say "2. devlet-node --manifests $MANIFESTS"
   --profiles "$ROOT/examples/node/profiles.yaml" \
   --cdi-root "$WORK/cdi" --kubelet-registrar-directory-path "$WORK/plugins_registry" \
   --kubelet-plugins-directory-path "$WORK/plugins" --nri-socket "$WORK/nri.sock" \
-  --healthcheck-port "$HEALTH_PORT" -v 1 >"$WORK/devlet-node.log" 2>&1 &
+  --healthcheck-port 0 -v 1 >"$WORK/devlet-node.log" 2>&1 &
 NODE_PID=$!
 for _ in $(seq 1 300); do
   [[ -S "$WORK/plugins_registry/$DRIVER-reg.sock" ]] && break
@@ -101,6 +103,13 @@ done
 [[ -S "$WORK/plugins_registry/$DRIVER-reg.sock" ]] || { cat "$WORK/devlet-node.log"; fail "no registration socket"; }
 ls "$MANIFESTS"/resourceslice-*.json >/dev/null 2>&1 || fail "no ResourceSlice written"
 "$DEMO_BIN" slices --manifests "$MANIFESTS" --driver "$DRIVER"
+# --healthcheck-port 0 took a free port; devlet-node logs which.
+HEALTH_PORT=""
+for _ in $(seq 1 50); do
+  HEALTH_PORT="$(grep -o '"Health endpoint serving".*port=[0-9]*' "$WORK/devlet-node.log" | grep -o '[0-9]*$' | head -1 || true)"
+  [[ -n "$HEALTH_PORT" ]] && break
+  sleep 0.1
+done
 
 PODS=()
 if [[ -n "$ALLOC_BIN" ]]; then
@@ -138,7 +147,9 @@ say "4. The kubelet and the runtime for ${PODS[*]//--pod /}"
   --report "$WORK/report.json" || { echo "--- devlet-node log"; cat "$WORK/devlet-node.log"; fail "kubelet/runtime flow"; }
 
 say "5. devlet-node's health endpoint and metrics (127.0.0.1:$HEALTH_PORT)"
-if command -v curl >/dev/null; then
+if [[ -z "$HEALTH_PORT" ]]; then
+  fail "devlet-node did not log its health endpoint's port"
+elif command -v curl >/dev/null; then
   # 503 is expected here: the demo's runtime closed its NRI connection, and a node agent whose
   # NRI plugin is disconnected reports itself unhealthy.
   code=$(curl -sS -o "$WORK/healthz.txt" -w '%{http_code}' "http://127.0.0.1:$HEALTH_PORT/healthz") || fail "/healthz"

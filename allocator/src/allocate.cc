@@ -1115,9 +1115,13 @@ absl::StatusOr<std::vector<kube::AllocationResult>> Search::Results() {
       d.driver = e.pool->driver;
       d.pool = e.pool->pool;
       d.device = e.device->name;
+      d.share_id = e.share_id;
+      if (options_.devices_only) {
+        result.devices.results.push_back(std::move(d));
+        continue;
+      }
       if (e.request->admin_access) d.admin_access = true;
       if (e.request->tolerations) d.tolerations = *e.request->tolerations;
-      d.share_id = e.share_id;
       for (const auto& [name, consumed] : e.consumed) {
         auto q = kube::Quantity::Parse(consumed.second);
         if (q.ok()) d.consumed_capacity[name] = *q;
@@ -1128,6 +1132,7 @@ absl::StatusOr<std::vector<kube::AllocationResult>> Search::Results() {
       }
       result.devices.results.push_back(std::move(d));
     }
+    if (options_.devices_only) continue;
     // Configs: class configs first, then claim configs (research §2.13).
     std::map<std::string, std::pair<size_t, size_t>> class_ranges;
     std::vector<const ReqData*> chosen;

@@ -277,5 +277,45 @@ spec:
   check("batch");
 }
 
+// The options that trim an outcome for callers that only look at it (the extender's filter and
+// prioritize), and the device count for scoring.
+TEST(IncrementalTest, OutcomeOptions) {
+  auto snap = Snapshot::Build(Features{}, {Class()}, {Slice("node-1", 4)});
+  ASSERT_TRUE(snap.ok());
+  AllocatedState state;
+  state.AddDevice("gpu.example.com", "node-1", "gpu-0");
+  kube::ResourceClaim claim = Claim(1);
+  AllocateOutcome full = Allocate(**snap, Node("node-1"), {&claim}, state);
+  ASSERT_EQ(full.kind, AllocateOutcome::Kind::kAllocated);
+  ASSERT_EQ(full.results.size(), 1u);
+  EXPECT_TRUE(full.results[0].node_selector.has_value());
+  EXPECT_EQ(full.node_devices, 0);  // not asked for
+
+  AllocateOutcome counted =
+      Allocate(**snap, Node("node-1"), {&claim}, state, {.count_node_devices = true});
+  EXPECT_EQ(counted.node_devices, 4);
+  EXPECT_EQ(counted.node_devices_in_use, 1);
+
+  AllocateOutcome verdict = Allocate(**snap, Node("node-1"), {&claim}, state, {.verdict_only = true});
+  EXPECT_EQ(verdict.kind, AllocateOutcome::Kind::kAllocated);
+  EXPECT_TRUE(verdict.results.empty());
+
+  AllocateOutcome devices = Allocate(**snap, Node("node-1"), {&claim}, state, {.devices_only = true});
+  ASSERT_EQ(devices.kind, AllocateOutcome::Kind::kAllocated);
+  ASSERT_EQ(devices.results.size(), 1u);
+  ASSERT_EQ(devices.results[0].devices.results.size(), 1u);
+  EXPECT_EQ(devices.results[0].devices.results[0].device,
+            full.results[0].devices.results[0].device);
+  EXPECT_EQ(devices.results[0].devices.results[0].device, "gpu-1");
+  EXPECT_FALSE(devices.results[0].node_selector.has_value());
+
+  // Unschedulable stays unschedulable with every option.
+  kube::ResourceClaim four = Claim(4);
+  EXPECT_EQ(Allocate(**snap, Node("node-1"), {&four}, state,
+                     {.verdict_only = true, .count_node_devices = true, .devices_only = true})
+                .kind,
+            AllocateOutcome::Kind::kUnschedulable);
+}
+
 }  // namespace
 }  // namespace devlet::allocator

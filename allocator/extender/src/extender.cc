@@ -621,6 +621,7 @@ std::string Extender::Filter(std::string_view body) {
   // outcome also serves prioritize, which scores the chosen devices and the node's use.
   allocate_options.verdict_only = score;
   allocate_options.count_node_devices = !score;
+  allocate_options.devices_only = true;  // kept to score, never written (bind allocates afresh)
   std::shared_ptr<ShapeCache> shape;
   if (options_.reuse_results && !pending.empty()) {
     shape = cache_->Get(ShapeKey(pending, score ? 'E' : 'C'));
@@ -807,7 +808,7 @@ std::string Extender::Prioritize(std::string_view body) {
         }
         allocator::AllocateOutcome out =
             allocator::Allocate(snapshot, *c.node, **for_node, state_.allocated_locked(),
-                                {.count_node_devices = true});
+                                {.count_node_devices = true, .devices_only = true});
         if (out.kind == allocator::AllocateOutcome::Kind::kError) return;
         entry.version = c.version;
         entry.devices = out.node_devices;

@@ -195,6 +195,11 @@ struct AllocateOptions {
   bool verdict_only = false;
   // Count the node's devices and those in use (AllocateOutcome::node_devices*), for scoring.
   bool count_node_devices = false;
+  // Results name the chosen devices only (request, driver, pool, device, shareID): no configs,
+  // tolerations, consumed capacity, binding conditions or node selector — for a caller that
+  // looks at which devices fit, not one that writes the allocation. As with verdict_only, the
+  // node-selector errors only building a full result finds go unreported.
+  bool devices_only = false;
 };
 
 // AllocateOutcome is the result of one Allocate call.

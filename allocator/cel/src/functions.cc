@@ -951,7 +951,12 @@ void FlattenInto(const Val& list, int64_t depth, std::vector<Val>* out) {
   }
 }
 Val Flatten(Ctx& ctx, const Val* a, uint32_t n) {
-  if (a[0].kind != VK::kList || (n == 2 && a[1].kind != VK::kInt)) NO_OVERLOAD("flatten");
+  if (a[0].kind != VK::kList || (n == 2 && a[1].kind != VK::kInt)) {
+    // ext.Lists' own text: "no such overload: int.flatten()" / "list.flatten(string)".
+    std::string msg = "no such overload: " + std::string(TypeNameOf(a[0])) + ".flatten(";
+    if (n == 2) msg += TypeNameOf(a[1]);
+    return ctx.Error(msg + ")");
+  }
   const int64_t depth = n == 2 ? a[1].i : 1;
   if (depth < 0) return ctx.Error("level must be non-negative");
   std::vector<Val> out;
@@ -1059,12 +1064,12 @@ Val MinMax(Ctx& ctx, const Val* a, uint32_t n, bool is_min) {
   for (uint32_t i = 1; i < a[0].n; ++i) {
     const Val& e = a[0].l->data[i];
     const auto c = Compare(e, best);
-    if (!c) return ctx.NoOverload(name, &e, 1);
+    if (!c) return ctx.NoOverload(name, &a[0], 1);  // cel-go: "no such overload: max(list)"
     if (is_min ? *c < 0 : *c > 0) best = e;
   }
   if (a[0].n == 1 && !IsNum(best) && best.kind != VK::kString && best.kind != VK::kBytes &&
       best.kind != VK::kBool) {
-    return ctx.NoOverload(name, &best, 1);
+    return ctx.NoOverload(name, &a[0], 1);
   }
   return best;
 }

@@ -341,10 +341,10 @@ class AndNode final : public Node {
     Val b = r_->Eval(ctx);
     if (b.kind == VK::kBool && b.b != and_) return b;
     if (a.kind == VK::kBool && b.kind == VK::kBool) return a;
-    if (a.is_error()) return a;
-    if (b.is_error()) return b;
-    Val args[2] = {a, b};
-    return ctx.NoOverload(and_ ? "_&&_" : "_||_", args, 2);
+    // As cel-go's evalAnd/evalOr: the first term that is not a bool decides the error; a value
+    // that is neither bool nor error is "no such overload".
+    const Val& first = a.kind != VK::kBool ? a : b;
+    return first.is_error() ? first : ctx.Error("no such overload");
   }
 
  private:
@@ -693,8 +693,8 @@ std::string GoTypeName(const Val& v) {
     case VK::kNull: return "types.Null";
     case VK::kOptional: return "*types.Optional";
     case VK::kType: return "*types.Type";
-    case VK::kQuantity: return "library.Quantity";
-    case VK::kSemver: return "library.Semver";
+    case VK::kQuantity: return "cel.Quantity";
+    case VK::kSemver: return "cel.Semver";
     default: return std::string(TypeNameOf(v));
   }
 }
@@ -2240,7 +2240,21 @@ Val ProgramImpl::Run(Ctx& ctx) const {
   switch (ctx.abort) {
     case EvalResult::Abort::kNone:
       if (require_bool && v.kind != VK::kBool && !v.is_error()) {
-        return ctx.Error("CEL result of type " + std::string(TypeNameOf(v)) + " could not be converted to bool");
+        // Kubernetes appends the error of cel-go's ConvertToNative(bool) for the kinds below.
+        std::string why;
+        switch (v.kind) {
+          case VK::kString: why = ": unsupported native conversion from string to 'bool'"; break;
+          case VK::kList: why = ": type conversion error from list to 'bool'"; break;
+          case VK::kSemver: why = ": type conversion error from 'Semver' to 'bool'"; break;
+          case VK::kDouble: why = ": type conversion error from Double to 'bool'"; break;
+          case VK::kBytes: why = ": type conversion error from Bytes to 'bool'"; break;
+          case VK::kUint: why = ": unsupported type conversion from 'uint' to bool"; break;
+          case VK::kInt: why = ": unsupported type conversion from 'int' to bool"; break;
+          case VK::kTimestamp: why = ": type conversion error from 'Timestamp' to 'bool'"; break;
+          case VK::kDuration: why = ": type conversion error from 'Duration' to 'bool'"; break;
+          default: break;
+        }
+        return ctx.Error("CEL result of type " + std::string(TypeNameOf(v)) + " could not be converted to bool" + why);
       }
       return v;
     case EvalResult::Abort::kCostLimit: return ctx.Error("operation cancelled: actual cost limit exceeded");

@@ -35,15 +35,47 @@ std::string_view TypeNameOf(const Val& v) {
   return "dyn";
 }
 
+namespace {
+
+// cel-go binds these operators and functions once for all overloads (a singleton binding that
+// requires a trait of the first operand); the traits' kinds.
+bool HasTrait(std::string_view fn, VK k, bool* singleton) {
+  *singleton = true;
+  const bool number = k == VK::kInt || k == VK::kUint || k == VK::kDouble;
+  const bool time = k == VK::kTimestamp || k == VK::kDuration;
+  const bool text = k == VK::kString || k == VK::kBytes;
+  if (fn == "_<_" || fn == "_<=_" || fn == "_>_" || fn == "_>=_") {
+    return number || text || time || k == VK::kBool;  // traits.Comparer
+  }
+  if (fn == "_+_") return number || text || time || k == VK::kList;  // traits.Adder
+  if (fn == "_-_") return number || time;                            // traits.Subtractor
+  if (fn == "_*_" || fn == "_/_") return number;                     // Multiplier, Divider
+  if (fn == "_%_") return k == VK::kInt || k == VK::kUint;           // traits.Modder
+  if (fn == "-_") return k == VK::kInt || k == VK::kDouble || k == VK::kDuration;  // Negater
+  if (fn == "size") {  // traits.Sizer
+    return text || k == VK::kList || k == VK::kMap || k == VK::kDeviceMap || k == VK::kDomainMap;
+  }
+  *singleton = false;
+  return false;
+}
+
+}  // namespace
+
+// cel-go's texts: a singleton binding whose first operand lacks the trait says "no such
+// overload: _+_"; one that has it but rejects the other operand says "no such overload"; a
+// dispatched or guarded overload names the function and the argument types.
 Val Ctx::NoOverload(std::string_view fn, const Val* args, uint32_t n) {
-  std::string msg = "no matching overload for '";
+  bool singleton = false;
+  const bool trait = n > 0 && HasTrait(fn, args[0].kind, &singleton);
+  if (singleton) return Error(trait ? std::string("no such overload") : "no such overload: " + std::string(fn));
+  std::string msg = "no such overload: ";
   msg.append(fn);
-  msg += "' applied to '(";
+  msg += "(";
   for (uint32_t i = 0; i < n; ++i) {
     if (i) msg += ", ";
     msg.append(TypeNameOf(args[i]));
   }
-  msg += ")'";
+  msg += ")";
   return Error(msg);
 }
 
@@ -448,8 +480,9 @@ Val Index(Ctx& ctx, const Val& operand, const Val& key) {
     return ctx.Error("no such key: " + KeyText(key));
   }
   if (operand.kind == VK::kOptional) return OptIndex(ctx, operand, key);
-  Val args[2] = {operand, key};
-  return ctx.NoOverload("_[_]", args, 2);
+  // cel-go applies an index to a value that is neither list nor map as an attribute qualifier,
+  // which finds nothing.
+  return ctx.Error("no such key: " + KeyText(key));
 }
 
 Val OptSelect(Ctx& ctx, const Val& operand, std::string_view field) {

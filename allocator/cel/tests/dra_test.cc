@@ -53,7 +53,9 @@ TEST_F(DraTest, RuntimeErrorsAreStatuses) {
   EXPECT_EQ(devlet::Message(m.status()), "no such key: nope");
   m = Match(Selector(R"(device.attributes["gpu.example.com"].model)"), gpu_);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(devlet::Message(m.status()), "CEL result of type string could not be converted to bool");
+  EXPECT_EQ(devlet::Message(m.status()),
+            "CEL result of type string could not be converted to bool: unsupported native "
+            "conversion from string to 'bool'");
 }
 
 TEST_F(DraTest, CostLimitAndDeadline) {

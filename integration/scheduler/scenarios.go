@@ -74,6 +74,7 @@ func runScenarios(ctx context.Context, e *env, only string) int {
 			{"allocate/extended-resource", allocateExtendedResource},
 			{"allocate/race-for-last-device", allocateRace},
 			{"allocate/apiserver-restart", allocateRestart},
+			{"allocate/template-claim", allocateTemplateClaim},
 		}
 	}
 	failed := 0
@@ -539,6 +540,66 @@ func allocateExtendedResource(ctx context.Context, t *tester) error {
 		return fmt.Errorf("want one extended-resource claim, found %v", names)
 	}
 	return t.checkClaim(ctx, names[0], "ext-pod", "node-a")
+}
+
+// allocateTemplateClaim: a pod whose claim comes from a ResourceClaimTemplate. No resourceclaim
+// controller runs here, so the scenario does its part: the pod first waits ("waiting for resource
+// claim creation"), then the claim is created for it (owned by the pod, annotated with the pod's
+// claim name) and recorded in the pod's status.resourceClaimStatuses, through which the extender
+// finds it. Nodes left: node-b's a100s (node-a is full after the earlier scenarios).
+func allocateTemplateClaim(ctx context.Context, t *tester) error {
+	tmpl := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "tmpl-gpu", Namespace: ns},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: claim("unused", "").Spec},
+	}
+	if _, err := t.cs.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl,
+		metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating ResourceClaimTemplate tmpl-gpu: %w", err)
+	}
+	p := pod("tmpl-pod", "", 0)
+	tmplName := "tmpl-gpu"
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmplName}}
+	p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+	created, err := t.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating Pod tmpl-pod: %w", err)
+	}
+	// Without its claim the pod cannot be scheduled.
+	time.Sleep(2 * time.Second)
+	if got, err := t.nodeOf(ctx, "tmpl-pod"); err != nil || got != "" {
+		return fmt.Errorf("Pod tmpl-pod bound to %q (%v) before its claim exists", got, err)
+	}
+	// The resourceclaim controller's part.
+	yes := true
+	c := claim("tmpl-pod-gpu-x7k2p", "")
+	c.Annotations = map[string]string{"resource.kubernetes.io/pod-claim-name": "gpu"}
+	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: created.Name,
+		UID: created.UID, Controller: &yes, BlockOwnerDeletion: &yes}}
+	if _, err := t.cs.ResourceV1().ResourceClaims(ns).Create(ctx, c,
+		metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating ResourceClaim %s: %w", c.Name, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the claim reaches the extender's watch first
+	current, err := t.cs.CoreV1().Pods(ns).Get(ctx, "tmpl-pod", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	claimName := c.Name
+	current.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{
+		{Name: "gpu", ResourceClaimName: &claimName}}
+	if _, err := t.cs.CoreV1().Pods(ns).UpdateStatus(ctx, current,
+		metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("recording the claim in Pod tmpl-pod's status: %w", err)
+	}
+	got, err := t.waitBound(ctx, "tmpl-pod", 90*time.Second)
+	if err != nil {
+		return err
+	}
+	logf("  Pod tmpl-pod -> %s", got)
+	if got != "node-b" {
+		return fmt.Errorf("Pod tmpl-pod bound to %s, want node-b (node-a is full)", got)
+	}
+	return t.checkClaim(ctx, claimName, "tmpl-pod", "node-b")
 }
 
 // allocateRace: two pods created together want the only h100; exactly one binds, the other stays

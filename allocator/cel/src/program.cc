@@ -1289,10 +1289,11 @@ class Planner {
       // Invalid literal: a compile error (Kubernetes' regex validator) or a runtime error.
       if (options_.validate_regex_literals) {
         // cel-go's regex validator reports at the literal, without the parser's reason.
+        // Kubernetes compiles find/findAll patterns when it creates the program.
         if (e.name == "matches") {
           ValidatorError(pattern_offset, "invalid matches argument");
-        } else {
-          Error(e.offset, "invalid " + e.name + " argument: " + error);
+        } else if (instantiation_error_.empty()) {
+          instantiation_error_ = error;
         }
         return Dummy(e);
       }
@@ -1380,8 +1381,13 @@ class Planner {
     if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
       if (IsConversion(fn)) {
-        // cel-go fails here when it plans the program, after a successful check: no location.
-        if (instantiation_error_.empty()) instantiation_error_ = std::string(v.str());
+        // Kubernetes validates duration and timestamp literals after the check (at the literal);
+        // other conversions fail when cel-go plans the program (no location).
+        if (literal_validator_offset_ >= 0 && (fn == "duration" || fn == "timestamp")) {
+          ValidatorError(literal_validator_offset_, "invalid " + std::string(fn) + " argument");
+        } else if (instantiation_error_.empty()) {
+          instantiation_error_ = std::string(v.str());
+        }
         return p;
       }
     }
@@ -1485,7 +1491,15 @@ class Planner {
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
     p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes), shape);
-    return FoldIfConst(std::move(p), e.offset, literal_args);
+    // cel-go's duration/timestamp literal validators look at a string literal argument.
+    literal_validator_offset_ =
+        e.args.size() == 1 && e.args[0]->kind == Expr::Kind::kConst &&
+                e.args[0]->constant.kind == Constant::Kind::kString
+            ? e.args[0]->offset
+            : -1;
+    Planned folded = FoldIfConst(std::move(p), e.offset, literal_args);
+    literal_validator_offset_ = -1;
+    return folded;
   }
 
   // How cel-go plans this call (see CallShape): the number of overloads its checker keeps for the
@@ -2195,6 +2209,7 @@ class Planner {
   std::string validator_errors_;
   CheckedInfo checked_;
   std::string instantiation_error_;
+  int32_t literal_validator_offset_ = -1;  // see PlanFunction
   std::vector<ScopeVar> scope_;
   const Expr* exempt_literal_ = nullptr;  // the list literal argument of format()
   std::vector<Type> exempt_types_;        // its element types

@@ -19,10 +19,35 @@ class Regex {
   re2::RE2 re_;
 };
 
+// Go's regexp/syntax error codes (what Kubernetes reports) for RE2's.
+std::string_view GoErrorCode(re2::RE2::ErrorCode code) {
+  switch (code) {
+    case re2::RE2::ErrorBadEscape: return "invalid escape sequence";
+    case re2::RE2::ErrorBadCharClass: return "invalid character class";
+    case re2::RE2::ErrorBadCharRange: return "invalid character class range";
+    case re2::RE2::ErrorMissingBracket: return "missing closing ]";
+    case re2::RE2::ErrorMissingParen: return "missing closing )";
+    case re2::RE2::ErrorUnexpectedParen: return "unexpected )";
+    case re2::RE2::ErrorTrailingBackslash: return "trailing backslash at end of expression";
+    case re2::RE2::ErrorRepeatArgument: return "missing argument to repetition operator";
+    case re2::RE2::ErrorRepeatSize: return "invalid repeat count";
+    case re2::RE2::ErrorRepeatOp: return "invalid nested repetition operator";
+    case re2::RE2::ErrorBadPerlOp: return "invalid or unsupported Perl syntax";
+    case re2::RE2::ErrorBadUTF8: return "invalid UTF-8";
+    case re2::RE2::ErrorBadNamedCapture: return "invalid named capture";
+    case re2::RE2::ErrorPatternTooLarge: return "expression too large";
+    default: return {};
+  }
+}
+
 std::shared_ptr<const Regex> CompileRegex(std::string_view pattern, std::string* error) {
   auto re = std::make_shared<const Regex>(pattern);
   if (!re->re().ok()) {
-    *error = "error parsing regexp: " + re->re().error();
+    // Go's text: "error parsing regexp: missing closing ): `(`".
+    const std::string_view code = GoErrorCode(re->re().error_code());
+    *error = code.empty() ? "error parsing regexp: " + re->re().error()
+                          : "error parsing regexp: " + std::string(code) + ": `" +
+                                re->re().error_arg() + "`";
     return nullptr;
   }
   return re;

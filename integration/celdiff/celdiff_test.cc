@@ -222,8 +222,9 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
             }
             return text;
           };
-          fprintf(dump, "compile error text: %s\n  kubernetes: %s\n  devlet:     %s\n", expr.c_str(),
-                  one_line(want).c_str(), one_line(Message(program.status())).c_str());
+          fprintf(dump, "compile error text: %s\n  kubernetes: %s\n  devlet:     %s\n",
+                  expr.c_str(), one_line(want).c_str(),
+                  one_line(Message(program.status())).c_str());
         }
       }
       continue;

@@ -2269,7 +2269,8 @@ Val ProgramImpl::Run(Ctx& ctx) const {
           case VK::kDuration: why = ": type conversion error from 'Duration' to 'bool'"; break;
           default: break;
         }
-        return ctx.Error("CEL result of type " + std::string(TypeNameOf(v)) + " could not be converted to bool" + why);
+        return ctx.Error("CEL result of type " + std::string(TypeNameOf(v)) +
+                         " could not be converted to bool" + why);
       }
       return v;
     case EvalResult::Abort::kCostLimit: return ctx.Error("operation cancelled: actual cost limit exceeded");

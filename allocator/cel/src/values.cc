@@ -67,7 +67,9 @@ bool HasTrait(std::string_view fn, VK k, bool* singleton) {
 Val Ctx::NoOverload(std::string_view fn, const Val* args, uint32_t n) {
   bool singleton = false;
   const bool trait = n > 0 && HasTrait(fn, args[0].kind, &singleton);
-  if (singleton) return Error(trait ? std::string("no such overload") : "no such overload: " + std::string(fn));
+  if (singleton) {
+    return Error(trait ? std::string("no such overload") : "no such overload: " + std::string(fn));
+  }
   std::string msg = "no such overload: ";
   msg.append(fn);
   msg += "(";

@@ -1378,6 +1378,9 @@ class Planner {
     ctx.strict_format = options_.strings_v2_format;
     ctx.nan_ordering_errors = options_.nan_ordering_errors;
     Val v = p.node->Eval(ctx);
+    // A cel-go panic (Ctx::Panic) happens at runtime there and fails the whole evaluation: keep
+    // the call.
+    if (ctx.aborted()) return p;
     if (v.is_error() && literal_args && options_.constant_conversion_errors_at_compile_time) {
       const std::string_view fn = static_cast<const CallNode*>(p.node.get())->def()->name;
       if (IsConversion(fn)) {

@@ -108,6 +108,22 @@ TEST(EvalTest, CancellationFlag) {
   EXPECT_EQ(r.abort, EvalResult::Abort::kCancelled);
 }
 
+TEST(EvalTest, CelGoPanicsFailTheWholeEvaluation) {
+  // distinct() of a non-list panics in cel-go's cost tracker; `|| true` does not absorb it.
+  Program p = MustCompile("dyn(1).distinct() == [] || true");
+  EvalResult r = p.Evaluate(Activation());
+  ASSERT_TRUE(r.value.is_error());
+  EXPECT_EQ(r.abort, EvalResult::Abort::kInternal);
+  EXPECT_EQ(r.value.error_message(),
+            "internal error: interface conversion: types.Int is not traits.Lister: missing method "
+            "Contains");
+  // The same expression over a list is fine.
+  p = MustCompile("dyn([1, 1]).distinct() == [1] || true");
+  r = p.Evaluate(Activation());
+  EXPECT_EQ(r.abort, EvalResult::Abort::kNone);
+  EXPECT_TRUE(r.value.bool_value());
+}
+
 TEST(EvalTest, ProgramIsSafeToShareAcrossThreads) {
   EnvironmentOptions options;
   options.variables.emplace_back("x", Type::Int());

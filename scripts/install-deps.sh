@@ -12,6 +12,7 @@ packages=(
   libhwloc-dev libseccomp-dev libcurl4-openssl-dev libboost-dev libboost-filesystem-dev
   libcpp-httplib-dev
   runc busybox-static
+  python3 curl
 )
 
 missing=()

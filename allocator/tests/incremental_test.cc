@@ -296,11 +296,13 @@ TEST(IncrementalTest, OutcomeOptions) {
   EXPECT_EQ(counted.node_devices, 4);
   EXPECT_EQ(counted.node_devices_in_use, 1);
 
-  AllocateOutcome verdict = Allocate(**snap, Node("node-1"), {&claim}, state, {.verdict_only = true});
+  AllocateOutcome verdict =
+      Allocate(**snap, Node("node-1"), {&claim}, state, {.verdict_only = true});
   EXPECT_EQ(verdict.kind, AllocateOutcome::Kind::kAllocated);
   EXPECT_TRUE(verdict.results.empty());
 
-  AllocateOutcome devices = Allocate(**snap, Node("node-1"), {&claim}, state, {.devices_only = true});
+  AllocateOutcome devices =
+      Allocate(**snap, Node("node-1"), {&claim}, state, {.devices_only = true});
   ASSERT_EQ(devices.kind, AllocateOutcome::Kind::kAllocated);
   ASSERT_EQ(devices.results.size(), 1u);
   ASSERT_EQ(devices.results[0].devices.results.size(), 1u);

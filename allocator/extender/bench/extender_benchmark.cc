@@ -321,8 +321,9 @@ int Main(int argc, char** argv) {
     std::printf("# ExtenderArgs body: %zu bytes\n", bodies[0].size());
     for (Mode mode : flags.modes) {
       MemoryWriter writer(state);
-      Extender extender(state, writer,
-                        {.mode = mode, .parallelism = flags.parallelism, .reuse_results = flags.reuse});
+      Extender extender(
+          state, writer,
+          {.mode = mode, .parallelism = flags.parallelism, .reuse_results = flags.reuse});
       Server server(extender, {.host = "127.0.0.1",
                                .port = 0,
                                .prefix = "/devlet",

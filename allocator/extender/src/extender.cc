@@ -653,7 +653,7 @@ std::string Extender::Filter(std::string_view body) {
       todo.push_back(i);
     }
   }
-  std::vector<std::optional<CachedNode>> fresh(n);
+  std::vector<std::optional<CachedNode>> fresh(todo.size());
   ParallelFor(todo.size(), options_.parallelism, [&](size_t k) {
     const size_t i = todo[k];
     const Candidate& c = candidates[i];
@@ -677,7 +677,7 @@ std::string Extender::Filter(std::string_view body) {
         return;  // errors (timeouts too) are not kept
     }
     if (c.reusable) {
-      CachedNode& entry = fresh[i].emplace();
+      CachedNode& entry = fresh[k].emplace();
       entry.version = c.version;
       entry.fits = verdict[i].empty();
       entry.reason = verdict[i];
@@ -691,8 +691,8 @@ std::string Extender::Filter(std::string_view body) {
   });
   if (shape) {
     std::lock_guard shape_lock(shape->mu);
-    for (size_t i : todo) {
-      if (fresh[i]) shape->nodes.insert_or_assign(request->names[i], std::move(*fresh[i]));
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (fresh[k]) shape->nodes.insert_or_assign(request->names[todo[k]], std::move(*fresh[k]));
     }
   }
   counters_.filter_micros_total +=
@@ -772,7 +772,7 @@ std::string Extender::Prioritize(std::string_view body) {
         LookupCandidates(state_, *request, *claims, shape != nullptr);
     // Nodes to allocate on (no kept outcome) or to score (kept outcome without a score).
     std::vector<size_t> todo;
-    std::vector<CachedNode> entries(n);
+    std::vector<CachedNode> entries;  // per todo item: the kept outcome, if any
     {
       std::unique_lock<std::mutex> shape_lock;
       if (shape) shape_lock = std::unique_lock(shape->mu);
@@ -787,17 +787,20 @@ std::string Extender::Prioritize(std::string_view body) {
               continue;
             }
             if (!it->second.fits) continue;  // 0
-            entries[i] = it->second;
+            todo.push_back(i);
+            entries.push_back(it->second);
+            continue;
           }
         }
         todo.push_back(i);
+        entries.emplace_back();
       }
     }
-    std::vector<char> store(n, 0);
+    std::vector<char> store(todo.size(), 0);
     ParallelFor(todo.size(), options_.parallelism, [&](size_t k) {
       const size_t i = todo[k];
       const Candidate& c = candidates[i];
-      CachedNode& entry = entries[i];
+      CachedNode& entry = entries[k];
       if (!entry.results) {
         NodeClaims local;
         auto for_node = ClaimsForNode(state_, *request, *claims, pending, *c.node, local);
@@ -823,12 +826,12 @@ std::string Extender::Prioritize(std::string_view body) {
       }
       scores[i] = entry.fits ? score_of(entry) : 0;
       entry.score = scores[i];
-      store[i] = c.reusable;
+      store[k] = c.reusable;
     });
     if (shape) {
       std::lock_guard shape_lock(shape->mu);
-      for (size_t i : todo) {
-        if (store[i]) shape->nodes.insert_or_assign(request->names[i], std::move(entries[i]));
+      for (size_t k = 0; k < todo.size(); ++k) {
+        if (store[k]) shape->nodes.insert_or_assign(request->names[todo[k]], std::move(entries[k]));
       }
     }
   }

@@ -2258,9 +2258,13 @@ Val ProgramImpl::Run(Ctx& ctx) const {
   switch (ctx.abort) {
     case EvalResult::Abort::kNone:
       if (require_bool && v.kind != VK::kBool && !v.is_error()) {
-        // Kubernetes appends the error of cel-go's ConvertToNative(bool) for the kinds below.
+        // cel-go's ConvertToNative(bool): an optional converts its value (optional.of(true) is
+        // a match); otherwise Kubernetes appends the conversion error.
+        const Val* inner = &v;
+        while (inner->kind == VK::kOptional && inner->opt != nullptr) inner = inner->opt;
+        if (inner->kind == VK::kBool) return *inner;
         std::string why;
-        switch (v.kind) {
+        switch (inner->kind) {
           case VK::kString: why = ": unsupported native conversion from string to 'bool'"; break;
           case VK::kList: why = ": type conversion error from list to 'bool'"; break;
           case VK::kSemver: why = ": type conversion error from 'Semver' to 'bool'"; break;
@@ -2268,12 +2272,21 @@ Val ProgramImpl::Run(Ctx& ctx) const {
           case VK::kBytes: why = ": type conversion error from Bytes to 'bool'"; break;
           case VK::kUint: why = ": unsupported type conversion from 'uint' to bool"; break;
           case VK::kInt: why = ": unsupported type conversion from 'int' to bool"; break;
+          case VK::kMap:
+          case VK::kDevice:
+          case VK::kDeviceMap:
+          case VK::kDomainMap: why = ": type conversion error from map to 'bool'"; break;
+          case VK::kNull: why = ": type conversion error from 'null_type' to 'bool'"; break;
+          case VK::kQuantity: why = ": type conversion error from 'Quantity' to 'bool'"; break;
+          case VK::kType: why = ": type conversion not supported for 'type'"; break;
+          case VK::kOptional: why = ": optional.none() dereference"; break;
           case VK::kTimestamp: why = ": type conversion error from 'Timestamp' to 'bool'"; break;
           case VK::kDuration: why = ": type conversion error from 'Duration' to 'bool'"; break;
           default: break;
         }
-        return ctx.Error("CEL result of type " + std::string(TypeNameOf(v)) +
-                         " could not be converted to bool" + why);
+        // The device object is a map at runtime in Kubernetes.
+        const std::string type = v.kind == VK::kDevice ? "map" : std::string(TypeNameOf(v));
+        return ctx.Error("CEL result of type " + type + " could not be converted to bool" + why);
       }
       return v;
     case EvalResult::Abort::kCostLimit: return ctx.Error("operation cancelled: actual cost limit exceeded");

@@ -406,7 +406,13 @@ struct CallShape {
 class CallNode final : public Node {
  public:
   CallNode(int32_t offset, const FunctionDef* def, std::vector<NodePtr> args, CallShape shape = {})
-      : Node(offset), def_(def), args_(std::move(args)), shape_(shape) {}
+      : Node(offset), def_(def), args_(std::move(args)), shape_(shape) {
+    // The argument an ext.Lists cost tracker converts to a list (see Eval), decided once.
+    const size_t n = args_.size();
+    if (n == 1 && def_->name == "distinct") lister_ = 0;
+    if (n == 1 && def_->name == "sort" && shape_.resolved) lister_ = 0;
+    if (n == 2 && def_->name == "@sortByAssociatedKeys" && shape_.resolved) lister_ = 1;
+  }
   Val Eval(Ctx& ctx) const override {
     Val buf[4];
     std::vector<Val> heap;
@@ -429,12 +435,8 @@ class CallNode final : public Node {
     // cel-go's ext.Lists cost trackers of distinct(), sort() and sortBy's keys (bound to the
     // overload the checker resolved) convert that argument to a list and panic on anything
     // else; Kubernetes reports the panic for the whole evaluation.
-    int lister = -1;
-    if (n == 1 && def_->name == "distinct") lister = 0;
-    if (n == 1 && def_->name == "sort" && shape_.resolved) lister = 0;
-    if (n == 2 && def_->name == "@sortByAssociatedKeys" && shape_.resolved) lister = 1;
-    if (lister >= 0) {
-      if (const std::string_view panic = ListerPanic(vals[lister]); !panic.empty()) {
+    if (lister_ >= 0) {
+      if (const std::string_view panic = ListerPanic(vals[lister_]); !panic.empty()) {
         ctx.Panic(panic);
         return ctx.Error(ctx.panic_message);
       }
@@ -522,6 +524,7 @@ class CallNode final : public Node {
   const FunctionDef* def_;
   std::vector<NodePtr> args_;
   CallShape shape_;
+  int lister_ = -1;
 };
 
 // A call to a function that is not declared (only without type checking): runtime error.

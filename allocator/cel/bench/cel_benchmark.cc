@@ -7,6 +7,7 @@
 // the same invocation (`celdiff-oracle bench`: k8s.io/dynamic-resource-allocation/cel v0.37.2,
 // medians of 5) and prints the ratios: against CompilationResult.DeviceMatches (what the scheduler
 // pays per device) and against cel-go's Program.Eval alone with a prebuilt activation.
+// BM_Compile/<name> measures dra::CompileSelector of the same selectors (--benchmark_filter=BM_Compile).
 // Other flags: --selectors=FILE, --celgo_min_time=1s, and every --benchmark_* flag.
 #include <algorithm>
 #include <cstdio>
@@ -195,6 +196,16 @@ int Main(int argc, char** argv) {
                                    }
                                  })
         ->Unit(benchmark::kNanosecond);
+    // Compilation (parse, check, plan, cost estimate): paid once per selector text.
+    const std::string expr = s.expr;
+    benchmark::RegisterBenchmark(("BM_Compile/" + s.name).c_str(),
+                                 [expr](benchmark::State& state) {
+                                   for (auto _ : state) {
+                                     absl::StatusOr<Program> p = dra::CompileSelector(expr);
+                                     benchmark::DoNotOptimize(p);
+                                   }
+                                 })
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::Initialize(&bench_argc, args.data());
   MedianReporter reporter;

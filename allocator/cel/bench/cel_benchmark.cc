@@ -7,7 +7,8 @@
 // the same invocation (`celdiff-oracle bench`: k8s.io/dynamic-resource-allocation/cel v0.37.2,
 // medians of 5) and prints the ratios: against CompilationResult.DeviceMatches (what the scheduler
 // pays per device) and against cel-go's Program.Eval alone with a prebuilt activation.
-// BM_Compile/<name> times dra::CompileSelector of the same selectors (--benchmark_filter=BM_Compile).
+// BM_Compile/<name> times dra::CompileSelector of the same selectors
+// (--benchmark_filter=BM_Compile).
 // Other flags: --selectors=FILE, --celgo_min_time=1s, and every --benchmark_* flag.
 #include <algorithm>
 #include <cstdio>

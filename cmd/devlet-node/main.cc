@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   AddFlag(app, "--profiles", options.profiles_file, "Device profile configuration (YAML)");
   AddFlag(app, "--enable-device-metadata", options.enable_device_metadata,
           "Write KEP-5304 device-metadata files");
+  AddFlag(app, "--publish-claim-status", options.publish_claim_status,
+          "Write prepared claims' status.devices (Ready condition) to the API server or manifests");
   AddFlag(app, "--rescan-interval-seconds", rescan_seconds,
           "Rescan hardware and check published slices this often; 0 disables");
   devlet::flags::AddLoggingFlags(app, log_options);

@@ -12,6 +12,7 @@
 #include "devlet/common/status.h"
 #include "devlet/devices/health.h"
 #include "devlet/devices/sysfs.h"
+#include "devlet/dra_kubelet/claim_status.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
@@ -253,6 +254,11 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     preparer_options.enable_device_metadata = options_.enable_device_metadata;
     if (!options_.pod_uid.empty()) {
       preparer_options.serialize_lock_path = options_.state_dir + "/serialize.lock";
+    }
+    if (options_.publish_claim_status) {
+      status_writer_ =
+          std::make_unique<dra_kubelet::KubeClaimStatusWriter>(store_, options_.driver_name);
+      preparer_options.status_writer = status_writer_.get();
     }
     preparer_ = std::make_unique<dra_kubelet::ClaimPreparer>(
         preparer_options, *claims_, *metered_backend_, *cdi_, *checkpoint_);
@@ -686,6 +692,8 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
   std::unique_ptr<dra_kubelet::StateCheckpointStore> checkpoint_;
   std::unique_ptr<dra_kubelet::CdiSpecWriter> cdi_;
   std::unique_ptr<StoreClaimSource> claims_;
+  // Declared before preparer_: the preparer's status thread uses it until the preparer is gone.
+  std::unique_ptr<dra_kubelet::KubeClaimStatusWriter> status_writer_;
   std::unique_ptr<dra_kubelet::ClaimPreparer> preparer_;
   std::unique_ptr<dra_kubelet::KubeletPlugin> plugin_;
   std::unique_ptr<CheckpointClaimsView> view_;

@@ -23,7 +23,9 @@
 #include "devlet/node/agent.h"
 #include "devlet/node/health_server.h"
 #include "devlet/node/metrics.h"
+#include "devlet/kube/codec.h"
 #include "dra-health/v1/api.grpc.pb.h"
+#include "dra/v1/api.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -285,6 +287,67 @@ TEST_F(AgentTest, DeletedSlicesAreRepairedThroughTheWatch) {
     names = DeviceNames();
   }
   EXPECT_EQ(names.size(), 12u);  // 8 GPUs, 2 NICs, 2 CPU devices
+  agent->Stop();
+}
+
+TEST_F(AgentTest, PreparedClaimGetsReadyStatusAndUnprepareClearsIt) {
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: train, namespace: ml, uid: claim-uid-1}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.devlet.io}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: devlet.io, pool: node-1, device: gpu-0}]
+  reservedFor: [{resource: pods, name: p, uid: pod-uid-1}]
+)"));
+  ASSERT_OK(store_->Create(objects.at(0)).status());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
+  namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+  auto dra = drav1::DRAPlugin::NewStub(grpc::CreateChannel(
+      "unix://" + agent->Status().dra_socket, grpc::InsecureChannelCredentials()));
+  auto claim_ref = [](auto* claim) {
+    claim->set_namespace_("ml");
+    claim->set_name("train");
+    claim->set_uid("claim-uid-1");
+  };
+  {
+    drav1::NodePrepareResourcesRequest request;
+    claim_ref(request.add_claims());
+    drav1::NodePrepareResourcesResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 20s);
+    ASSERT_TRUE(dra->NodePrepareResources(&context, request, &response).ok());
+    ASSERT_EQ(response.claims().at("claim-uid-1").error(), "");
+  }
+  // The status is written off the kubelet's path: wait for it.
+  auto devices = [&] {
+    absl::StatusOr<kube::ResourceClaim> claim =
+        kube::GetAs<kube::ResourceClaim>(*store_, "ml", "train");
+    return claim.ok() ? claim->status.devices : std::vector<kube::AllocatedDeviceStatus>{};
+  };
+  for (int i = 0; i < 500 && devices().empty(); ++i) std::this_thread::sleep_for(10ms);
+  std::vector<kube::AllocatedDeviceStatus> written = devices();
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(written[0].driver, "devlet.io");
+  EXPECT_EQ(written[0].pool, "node-1");
+  EXPECT_EQ(written[0].device, "gpu-0");
+  ASSERT_EQ(written[0].conditions.size(), 1u);
+  EXPECT_EQ(written[0].conditions[0].type, "Ready");
+  EXPECT_EQ(written[0].conditions[0].status, "True");
+
+  {
+    drav1::NodeUnprepareResourcesRequest request;
+    claim_ref(request.add_claims());
+    drav1::NodeUnprepareResourcesResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 20s);
+    ASSERT_TRUE(dra->NodeUnprepareResources(&context, request, &response).ok());
+    ASSERT_EQ(response.claims().at("claim-uid-1").error(), "");
+  }
+  for (int i = 0; i < 500 && !devices().empty(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_THAT(devices(), IsEmpty());
   agent->Stop();
 }
 

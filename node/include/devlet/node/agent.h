@@ -72,6 +72,9 @@ struct AgentOptions {
   // Device profiles (YAML, devices/profile.h); empty: devices::DefaultProfileConfig().
   std::string profiles_file;
   bool enable_device_metadata = true;
+  // Write each prepared claim's status.devices (Ready condition, KEP-4817) through the store:
+  // server-side apply against an API server, read-modify-write in the manifest directory.
+  bool publish_claim_status = true;
   // NRI: the runtime's socket; empty disables NRI unless NRI_PLUGIN_SOCKET is set (pre-launched).
   std::string nri_socket = "/var/run/nri/nri.sock";
   std::string nri_plugin_name = "devlet";

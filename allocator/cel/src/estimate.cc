@@ -118,7 +118,7 @@ bool IsScalar(const Type& t) {
 // cel-go's StructKind: object types (the device, Quantity, Semver).
 bool IsStruct(const Type& t) {
   return t.kind() == Type::Kind::kDraDevice || t.kind() == Type::Kind::kQuantity ||
-         t.kind() == Type::Kind::kSemver;
+         t.kind() == Type::Kind::kSemver || t.kind() == Type::Kind::kIP;
 }
 
 uint64_t RuneCount(const std::string& s) {
@@ -567,18 +567,26 @@ class Coster {
       const Est re = ByFactor(SizeOf(args[0]), kRegexFactor);
       return CallEstimate{str * re, Est{0, sz.max}};
     }
-    if (name == "quantity" || name == "isQuantity" || name == "semver" || name == "isSemver") {
+    if (name == "quantity" || name == "isQuantity" || name == "semver" || name == "isSemver" ||
+        name == "ip" || name == "isIP") {
       if (args.empty()) return std::nullopt;
       return CallEstimate{ByFactor(SizeOf(args[0]), kStringFactor), std::nullopt};
+    }
+    if (name == "ip.isCanonical") {
+      if (args.empty()) return std::nullopt;
+      return CallEstimate{ByFactor(SizeOf(args[0]), 2 * kStringFactor), std::nullopt};
     }
     if (name == "sign" || name == "asInteger" || name == "isInteger" ||
         name == "asApproximateFloat" || name == "isGreaterThan" || name == "isLessThan" ||
         name == "compareTo" || name == "add" || name == "sub" || name == "major" ||
-        name == "minor" || name == "patch") {
+        name == "minor" || name == "patch" || name == "family" || name == "isUnspecified" ||
+        name == "isLoopback" || name == "isLinkLocalMulticast" || name == "isLinkLocalUnicast" ||
+        name == "isGlobalUnicast") {
       return CallEstimate{Fixed(1), std::nullopt};
     }
     if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
-        (args[0].type.kind() == K::kQuantity || args[0].type.kind() == K::kSemver)) {
+        (args[0].type.kind() == K::kQuantity || args[0].type.kind() == K::kSemver ||
+         args[0].type.kind() == K::kIP)) {
       return CallEstimate{Fixed(1), std::nullopt};
     }
     return std::nullopt;

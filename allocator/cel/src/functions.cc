@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "eval.h"
+#include "netip.h"
 #include "utf8.h"
 
 namespace devlet::cel::internal {
@@ -39,11 +40,15 @@ uint64_t ActualSize(const Val& v) {
     case VK::kBytes:
     case VK::kList:
     case VK::kMap: return v.n;
+    case VK::kIP: return v.ip->is4 ? 4 : 16;  // net.IP's Size(): bytes of the address
     default: return 1;
   }
 }
 bool IsText(const Val& v) { return v.kind == VK::kString || v.kind == VK::kBytes; }
 uint64_t EqCost(const Val* a, uint32_t) { return CostOf(0.1, std::min(ActualSize(a[0]), ActualSize(a[1]))); }
+// Kubernetes' CallCost prices `==` with a library object on the left at 1 (`!=` it leaves to
+// cel-go, which charges by size).
+uint64_t EqualsCost(const Val* a, uint32_t n) { return a[0].kind == VK::kIP ? 1 : EqCost(a, n); }
 uint64_t AddCost(const Val* a, uint32_t) {
   return IsText(a[0]) && a[0].kind == a[1].kind ? CostOf(0.1, ActualSize(a[0]) + ActualSize(a[1])) : 1;
 }
@@ -211,7 +216,8 @@ Val Not(Ctx& ctx, const Val* a, uint32_t n) {
 // Quantity (resp. Semver) on the right of a Quantity (Semver) is "no such overload".
 Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
   if ((a[0].kind == VK::kQuantity && (a[1].kind != VK::kQuantity || a[1].sub == kQuantityPointer)) ||
-      (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver)) {
+      (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver) ||
+      (a[0].kind == VK::kIP && a[1].kind != VK::kIP)) {
     return ctx.NoOverload(name, a, n);
   }
   return Equal(ctx, a[0], a[1]);
@@ -469,6 +475,7 @@ Val ToString(Ctx& ctx, const Val* a, uint32_t n) {
     case VK::kType: return Val::Str(x.str());
     case VK::kTimestamp: return ctx.String(FormatTimestamp(x.i, x.n));
     case VK::kDuration: return ctx.String(FormatDuration(x.i, x.n));
+    case VK::kIP: return ctx.String(x.ip->ToString());
     default: NO_OVERLOAD("string");
   }
 }
@@ -1180,7 +1187,7 @@ std::vector<FunctionDef> StandardFunctions() {
       {"_%_", Mod, true, false, kStd, nullptr, K::kDyn, 2, 2},
       {"-_", Neg, true, false, kStd, nullptr, K::kDyn, 1, 1},
       {"!_", Not, true, false, kStd, nullptr, K::kBool, 1, 1},
-      {"_==_", Eq, true, false, kStd, EqCost, K::kBool, 2, 2},
+      {"_==_", Eq, true, false, kStd, EqualsCost, K::kBool, 2, 2},
       {"_!=_", Ne, true, false, kStd, EqCost, K::kBool, 2, 2},
       {"_<_", Relation<0>, true, false, kStd, RelCost, K::kBool, 2, 2},
       {"_<=_", Relation<1>, true, false, kStd, RelCost, K::kBool, 2, 2},

@@ -6,6 +6,7 @@
 
 #include "devlet/common/status.h"
 #include "eval.h"
+#include "netip.h"
 #include "utf8.h"
 
 #if __has_include("devlet/cel/quantity.h")
@@ -155,6 +156,58 @@ Val SemverPart(Ctx& ctx, const Val* a, uint32_t n) {
   NO_OVERLOAD(kNames[kPart]);
 }
 
+// ---- IP (library/ip.go) ---------------------------------------------------------------------
+
+// ip.isCanonical parses and compares the text again: 0.2 per character.
+uint64_t CanonicalCost(const Val* a, uint32_t) {
+  return CostOf(0.2, a[0].kind == VK::kString ? Utf8CountCodePoints(a[0].str()) : 1);
+}
+
+Val ParseIpVal(Ctx& ctx, std::string_view text, IpAddr* addr) {
+  std::string error;
+  if (!ParseIp(text, addr, &error)) return ctx.Error(error);
+  Val r;
+  r.kind = VK::kIP;
+  r.ip = ctx.arena.New<IpAddr>(*addr);
+  return r;
+}
+
+Val IpFn(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("ip");
+  IpAddr addr;
+  return ParseIpVal(ctx, a[0].str(), &addr);
+}
+Val IsIp(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("isIP");
+  IpAddr addr;
+  std::string error;
+  return Val::Bool(ParseIp(a[0].str(), &addr, &error));
+}
+Val IpIsCanonical(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("ip.isCanonical");
+  IpAddr addr;
+  Val v = ParseIpVal(ctx, a[0].str(), &addr);
+  if (v.is_error()) return v;
+  return Val::Bool(addr.ToString() == a[0].str());
+}
+Val IpFamily(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kIP) NO_OVERLOAD("family");
+  return Val::Int(a[0].ip->is4 ? 4 : 6);
+}
+template <bool (IpAddr::*kTest)() const>
+Val IpTest(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kIP) {
+    // cel-go names the function of the failing overload; all of these take an IP receiver.
+    return ctx.NoOverload(kTest == &IpAddr::IsUnspecified          ? "isUnspecified"
+                          : kTest == &IpAddr::IsLoopback           ? "isLoopback"
+                          : kTest == &IpAddr::IsLinkLocalMulticast ? "isLinkLocalMulticast"
+                          : kTest == &IpAddr::IsLinkLocalUnicast   ? "isLinkLocalUnicast"
+                                                                   : "isGlobalUnicast",
+                          a, n);
+  }
+  return Val::Bool((a[0].ip->*kTest)());
+}
+
 #undef NO_OVERLOAD
 }  // namespace
 
@@ -232,7 +285,7 @@ std::shared_ptr<const Semver> CopySemver(const Semver& v) {
 }
 
 std::vector<FunctionDef> KubernetesObjectFunctions() {
-  constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary;
+  constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary, kIP = kIPLibrary;
   return {
       {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1},
       {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1},
@@ -250,6 +303,18 @@ std::vector<FunctionDef> KubernetesObjectFunctions() {
       {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt, 1, 1},
       {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt, 1, 1},
       {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt, 1, 1},
+      {"ip", IpFn, true, false, kIP, ParseCost, K::kIP, 1, 1},
+      {"isIP", IsIp, true, false, kIP, ParseCost, K::kBool, 1, 1},
+      {"ip.isCanonical", IpIsCanonical, true, false, kIP, CanonicalCost, K::kBool, 1, 1},
+      {"family", IpFamily, false, true, kIP, nullptr, K::kInt, 1, 1},
+      {"isUnspecified", IpTest<&IpAddr::IsUnspecified>, false, true, kIP, nullptr, K::kBool, 1, 1},
+      {"isLoopback", IpTest<&IpAddr::IsLoopback>, false, true, kIP, nullptr, K::kBool, 1, 1},
+      {"isLinkLocalMulticast", IpTest<&IpAddr::IsLinkLocalMulticast>, false, true, kIP, nullptr,
+       K::kBool, 1, 1},
+      {"isLinkLocalUnicast", IpTest<&IpAddr::IsLinkLocalUnicast>, false, true, kIP, nullptr,
+       K::kBool, 1, 1},
+      {"isGlobalUnicast", IpTest<&IpAddr::IsGlobalUnicast>, false, true, kIP, nullptr, K::kBool, 1,
+       1},
   };
 }
 

@@ -517,7 +517,7 @@ class CallNode final : public Node {
     static constexpr std::string_view kNames[] = {
         "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes", "lowerAscii",
         "upperAscii", "substring", "trim", "replace", "split", "join", "find", "findAll",
-        "quantity", "isQuantity", "semver", "isSemver"};
+        "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "ip.isCanonical"};
     return std::find(std::begin(kNames), std::end(kNames), def_->name) != std::end(kNames);
   }
 
@@ -698,6 +698,7 @@ std::string GoTypeName(const Val& v) {
     case VK::kType: return "*types.Type";
     case VK::kQuantity: return "cel.Quantity";
     case VK::kSemver: return "cel.Semver";
+    case VK::kIP: return "cel.IP";
     default: return std::string(TypeNameOf(v));
   }
 }
@@ -1655,6 +1656,7 @@ class Planner {
       case 'O': return t.kind() == Type::Kind::kOptional;
       case 'Z': return t.kind() == Type::Kind::kTimestamp;
       case 'D': return t.kind() == Type::Kind::kDuration;
+      case 'P': return t.kind() == Type::Kind::kIP;
       default: return false;
     }
   }
@@ -1699,7 +1701,7 @@ class Planner {
         {"double", {{"i", TK::kDouble}, {"u", TK::kDouble}, {"d", TK::kDouble}, {"s", TK::kDouble}}},
         {"string", {{"i", TK::kString}, {"u", TK::kString}, {"d", TK::kString}, {"s", TK::kString},
                     {"b", TK::kString}, {"B", TK::kString}, {"T", TK::kString}, {"Z", TK::kString},
-                    {"D", TK::kString}}},
+                    {"D", TK::kString}, {"P", TK::kString}}},
         {"bytes", {{"s", TK::kBytes}, {"b", TK::kBytes}}},
         {"bool", {{"B", TK::kBool}, {"s", TK::kBool}}},
         {"charAt", {{"si", TK::kString}}},
@@ -1745,6 +1747,15 @@ class Planner {
         {"major", {{"S", TK::kInt}}},
         {"minor", {{"S", TK::kInt}}},
         {"patch", {{"S", TK::kInt}}},
+        {"ip", {{"s", TK::kIP}}},
+        {"isIP", {{"s", TK::kBool}}},
+        {"ip.isCanonical", {{"s", TK::kBool}}},
+        {"family", {{"P", TK::kInt}}},
+        {"isUnspecified", {{"P", TK::kBool}}},
+        {"isLoopback", {{"P", TK::kBool}}},
+        {"isLinkLocalMulticast", {{"P", TK::kBool}}},
+        {"isLinkLocalUnicast", {{"P", TK::kBool}}},
+        {"isGlobalUnicast", {{"P", TK::kBool}}},
         {"getFullYear", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
         {"getMonth", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
         {"getDate", {{"Z", TK::kInt}, {"Zs", TK::kInt}}},
@@ -1786,6 +1797,7 @@ class Planner {
         case Type::Kind::kTimestamp: return Type::Timestamp();
         case Type::Kind::kDuration: return Type::Duration();
         case Type::Kind::kSemver: return Type::Semver();
+        case Type::Kind::kIP: return Type::IP();
         case Type::Kind::kList: return Type::List(Type::Dyn());
         case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());
         default: return Type::Dyn();
@@ -1850,8 +1862,11 @@ class Planner {
       call_min = 0;
       p->size_max = size(0);
       p->elem_size = size(0);
-    } else if (n == "quantity" || n == "semver" || n == "isQuantity" || n == "isSemver") {
+    } else if (n == "quantity" || n == "semver" || n == "isQuantity" || n == "isSemver" ||
+               n == "ip" || n == "isIP") {
       call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
+    } else if (n == "ip.isCanonical") {
+      call_max = std::max<uint64_t>(1, CeilMul(0.2, size(0)));
     } else if (n == "includes") {
       call_max = 48;
     } else if ((n == "indexOf" || n == "lastIndexOf") && !args.empty() &&
@@ -2271,6 +2286,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
           case VK::kString: why = ": unsupported native conversion from string to 'bool'"; break;
           case VK::kList: why = ": type conversion error from list to 'bool'"; break;
           case VK::kSemver: why = ": type conversion error from 'Semver' to 'bool'"; break;
+          case VK::kIP: why = ": type conversion error from 'IP' to 'bool'"; break;
           case VK::kDouble: why = ": type conversion error from Double to 'bool'"; break;
           case VK::kBytes: why = ": type conversion error from Bytes to 'bool'"; break;
           case VK::kUint: why = ": unsupported type conversion from 'uint' to bool"; break;

@@ -29,6 +29,8 @@ struct Attribute;
 
 namespace devlet::cel::internal {
 
+struct IpAddr;
+
 class Arena {
  public:
   Arena() = default;
@@ -131,6 +133,7 @@ enum class VK : uint8_t {
   kDevice,     // dev: the DRA device object
   kDeviceMap,  // dev: device.attributes (sub == 0) or device.capacity (sub == 1)
   kDomainMap,  // dom: one domain of attributes or capacity
+  kIP,         // ip: a net.IP of Kubernetes' IP library
 };
 
 struct Val;
@@ -172,6 +175,7 @@ struct Val {
     const Val* opt;  // kOptional: nullptr = none
     const Quantity* q;
     const Semver* v;
+    const IpAddr* ip;
     const dra::DeviceView* dev;
     const DomainRef* dom;
   };

@@ -135,6 +135,12 @@ Value Value::FromQuantity(std::shared_ptr<const Quantity> quantity) {
   v.heap_ = std::move(h);
   return v;
 }
+Value Value::IP(std::string canonical) {
+  Value v = String(std::move(canonical));
+  v.kind_ = Kind::kIP;
+  return v;
+}
+
 Value Value::FromSemver(std::shared_ptr<const Semver> semver) {
   Value v;
   v.kind_ = Kind::kSemver;
@@ -186,6 +192,7 @@ std::string Value::TypeName() const {
     case Kind::kSemver: return "kubernetes.Semver";
     case Kind::kTimestamp: return "google.protobuf.Timestamp";
     case Kind::kDuration: return "google.protobuf.Duration";
+    case Kind::kIP: return "net.IP";
   }
   return "dyn";
 }
@@ -257,6 +264,7 @@ std::string Value::DebugString() const {
       return "timestamp(\"" + internal::FormatTimestamp(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
     case Kind::kDuration:
       return "duration(\"" + internal::FormatDuration(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
+    case Kind::kIP: return "ip(\"" + string_value() + "\")";
   }
   return "?";
 }
@@ -316,6 +324,7 @@ bool Value::Equivalent(const Value& a, const Value& b) {
       return a.semver() && b.semver() && internal::SemverEqual(*a.semver(), *b.semver());
     case Kind::kTimestamp: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
     case Kind::kDuration: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
+    case Kind::kIP: return a.string_value() == b.string_value();
     default: return false;
   }
 }
@@ -364,6 +373,7 @@ std::string Type::DebugString() const {
     case Kind::kDraDevice: return "kubernetes.DRADevice";
     case Kind::kTimestamp: return "google.protobuf.Timestamp";
     case Kind::kDuration: return "google.protobuf.Duration";
+    case Kind::kIP: return "net.IP";
   }
   return "dyn";
 }

@@ -7,6 +7,7 @@
 
 #include "devlet/cel/dra.h"
 #include "eval.h"
+#include "netip.h"
 
 namespace devlet::cel::internal {
 
@@ -28,6 +29,7 @@ std::string_view TypeNameOf(const Val& v) {
     case VK::kError: return "error";
     case VK::kQuantity: return "kubernetes.Quantity";
     case VK::kSemver: return "kubernetes.Semver";
+    case VK::kIP: return "net.IP";
     case VK::kDevice: return "kubernetes.DRADevice";
     case VK::kTimestamp: return "google.protobuf.Timestamp";
     case VK::kDuration: return "google.protobuf.Duration";
@@ -251,6 +253,7 @@ bool EqualBool(const Val& a, const Val& b) {
       return EqualBool(*a.opt, *b.opt);
     case VK::kQuantity: return QuantityEqual(*a.q, *b.q);
     case VK::kSemver: return SemverEqual(*a.v, *b.v);
+    case VK::kIP: return *a.ip == *b.ip;
     case VK::kDevice: return a.dev == b.dev;
     case VK::kTimestamp: return a.i == b.i && a.n == b.n;
     case VK::kDuration: return a.i == b.i && a.n == b.n;
@@ -582,6 +585,15 @@ Val FromValue(const Value& value, Arena& arena) {
       r.v = value.semver();
       return r;
     }
+    case Value::Kind::kIP: {
+      IpAddr addr;
+      std::string error;
+      if (!ParseIp(value.string_value(), &addr, &error)) return ctx.Error(error);
+      Val r;
+      r.kind = VK::kIP;
+      r.ip = arena.New<IpAddr>(addr);
+      return r;
+    }
     case Value::Kind::kTimestamp: {
       Val r;
       r.kind = VK::kTimestamp;
@@ -635,6 +647,7 @@ Value ToValue(const Val& v) {
       return v.opt == nullptr ? Value::OptionalNone() : Value::OptionalOf(ToValue(*v.opt));
     case VK::kQuantity: return Value::FromQuantity(CopyQuantity(*v.q));
     case VK::kSemver: return Value::FromSemver(CopySemver(*v.v));
+    case VK::kIP: return Value::IP(v.ip->ToString());
     case VK::kTimestamp: return Value::Timestamp(v.i, v.n);
     case VK::kDuration: return Value::Duration(v.i, static_cast<int32_t>(v.n));
     case VK::kDevice: {

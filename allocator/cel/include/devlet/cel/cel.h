@@ -71,7 +71,9 @@ enum Library : uint32_t {
   // Two-variable comprehensions: all(i,v,p), exists(i,v,p), existsOne, transformList,
   // transformMap, transformMapEntry.
   kTwoVarComprehensionsLibrary = 1u << 10,
-  kAllLibraries = (1u << 11) - 1,
+  // Kubernetes ip(): ip, isIP, ip.isCanonical, string(ip) and the IP members.
+  kIPLibrary = 1u << 11,
+  kAllLibraries = (1u << 12) - 1,
 };
 
 // EnvironmentOptions configures parsing, checking and the available functions.

@@ -37,6 +37,7 @@ class Type {
     kDraDevice,
     kTimestamp,  // google.protobuf.Timestamp
     kDuration,   // google.protobuf.Duration
+    kIP,         // net.IP (Kubernetes' IP library)
   };
 
   // The default type is dyn.
@@ -55,6 +56,7 @@ class Type {
   static Type DraDevice() { return Type(Kind::kDraDevice); }
   static Type Timestamp() { return Type(Kind::kTimestamp); }
   static Type Duration() { return Type(Kind::kDuration); }
+  static Type IP() { return Type(Kind::kIP); }
   static Type List(Type element);
   static Type Map(Type key, Type value);
   static Type Optional(Type value);

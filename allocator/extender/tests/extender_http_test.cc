@@ -461,6 +461,65 @@ TEST(ExtenderReuseTest, ReuseAnswersLikeFreshAllocation) {
   }
 }
 
+// Watch events (slices, claims, nodes) applied while filter and prioritize run: the collected
+// snapshot changes are applied by whichever request reads first, and once the events stop, the
+// kept outcomes answer like a fresh allocation.
+TEST(ExtenderReuseTest, EventsDuringRequests) {
+  ClusterState state{allocator::Features{}};
+  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+  for (const auto& o : objects) ASSERT_OK(state.Apply(o));
+  ASSERT_OK_AND_ASSIGN(auto one, kube::Decode(ClaimYaml("one", 1)));
+  ASSERT_OK(state.Apply(one[0]));
+  MemoryWriter writer(state);
+  Extender reusing(state, writer, {.mode = Mode::kAllocate, .reuse_results = true});
+  Extender fresh(state, writer, {.mode = Mode::kAllocate, .reuse_results = false});
+  std::vector<std::string> names;
+  for (int n = 0; n < 40; ++n) names.push_back("extra-" + std::to_string(n));
+  names.push_back("node-a");
+  names.push_back("node-b");
+  const std::string body = json({{"Pod", PodJson("p", {"one"})}, {"NodeNames", names}}).dump();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> requests;
+  for (int t = 0; t < 2; ++t) {
+    requests.emplace_back([&] {
+      while (!stop.load()) {
+        reusing.Filter(body);
+        reusing.Prioritize(body);
+      }
+    });
+  }
+  // In a lambda, so that a failed ASSERT still stops and joins the request threads.
+  auto events = [&] {
+    for (int round = 0; round < 60; ++round) {
+      const std::string node = "extra-" + std::to_string(round % 40);
+      kube::Node n;
+      n.metadata.name = node;
+      n.metadata.labels["kubernetes.io/hostname"] = node;
+      ASSERT_OK(state.Apply(kube::Object(n)));
+      ASSERT_OK_AND_ASSIGN(auto slice, kube::Decode(
+          "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: " + node +
+          "}\nspec:\n  driver: gpu.example.com\n  nodeName: " + node + "\n  pool: {name: " + node +
+          ", generation: " + std::to_string(round + 1) +
+          ", resourceSliceCount: 1}\n  devices: [{name: gpu-0}, {name: gpu-1}]\n"));
+      ASSERT_OK(state.Apply(slice[0]));
+      kube::ResourceClaim used = *state.GetClaim("default", "one");
+      used.metadata.name = "used";
+      used.metadata.uid = "uid-used";
+      used.status.allocation.emplace();
+      used.status.allocation->devices.results.push_back({"gpus", "gpu.example.com", node, "gpu-0"});
+      ASSERT_OK(state.Apply(used));
+      if (round % 3 == 0) {
+        ASSERT_OK(state.Delete(slice[0]));
+      }
+    }
+  };
+  events();
+  stop = true;
+  for (auto& t : requests) t.join();
+  EXPECT_EQ(reusing.Filter(body), fresh.Filter(body));
+  EXPECT_EQ(reusing.Prioritize(body), fresh.Prioritize(body));
+}
+
 // A node whose status.allocatable lists an extended resource serves it through a device plugin:
 // the claim synthesized for that node leaves the resource out (allocator/extended_resources.h).
 TEST_F(ExtenderHttpTest, ExtendedResourceServedByDevicePluginOnOneNode) {

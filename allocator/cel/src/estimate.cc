@@ -118,7 +118,8 @@ bool IsScalar(const Type& t) {
 // cel-go's StructKind: object types (the device, Quantity, Semver).
 bool IsStruct(const Type& t) {
   return t.kind() == Type::Kind::kDraDevice || t.kind() == Type::Kind::kQuantity ||
-         t.kind() == Type::Kind::kSemver || t.kind() == Type::Kind::kIP;
+         t.kind() == Type::Kind::kSemver || t.kind() == Type::Kind::kIP ||
+         t.kind() == Type::Kind::kCIDR;
 }
 
 uint64_t RuneCount(const std::string& s) {
@@ -568,9 +569,24 @@ class Coster {
       return CallEstimate{str * re, Est{0, sz.max}};
     }
     if (name == "quantity" || name == "isQuantity" || name == "semver" || name == "isSemver" ||
-        name == "ip" || name == "isIP") {
+        name == "ip" || name == "isIP" || name == "cidr" || name == "isCIDR") {
+      // cidr.ip() reads a field: nominal cost.
+      if (name == "ip" && target != nullptr) return CallEstimate{Fixed(1), std::nullopt};
       if (args.empty()) return std::nullopt;
       return CallEstimate{ByFactor(SizeOf(args[0]), kStringFactor), std::nullopt};
+    }
+    if (name == "containsIP" || name == "containsCIDR") {
+      // Comparing two 4- or 16-byte addresses; containsCIDR masks the base first (one more
+      // traversal, plus 1); a string argument is parsed (its traversal).
+      if (target == nullptr || args.empty()) return std::nullopt;
+      const Est bytes{4, 16};
+      Est cost = ByFactor(bytes + bytes, kStringFactor);
+      if (name == "containsCIDR") cost = cost + ByFactor(bytes, kStringFactor) + Fixed(1);
+      // With a dyn argument the string overload is a candidate too; the estimate is the maximum.
+      if (args[0].type.kind() == K::kString || args[0].type.is_dyn()) {
+        cost = cost + ByFactor(SizeOf(args[0]), kStringFactor);
+      }
+      return CallEstimate{cost, std::nullopt};
     }
     if (name == "ip.isCanonical") {
       if (args.empty()) return std::nullopt;
@@ -581,12 +597,12 @@ class Coster {
         name == "compareTo" || name == "add" || name == "sub" || name == "major" ||
         name == "minor" || name == "patch" || name == "family" || name == "isUnspecified" ||
         name == "isLoopback" || name == "isLinkLocalMulticast" || name == "isLinkLocalUnicast" ||
-        name == "isGlobalUnicast") {
+        name == "isGlobalUnicast" || name == "masked" || name == "prefixLength") {
       return CallEstimate{Fixed(1), std::nullopt};
     }
     if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
         (args[0].type.kind() == K::kQuantity || args[0].type.kind() == K::kSemver ||
-         args[0].type.kind() == K::kIP)) {
+         args[0].type.kind() == K::kIP || args[0].type.kind() == K::kCIDR)) {
       return CallEstimate{Fixed(1), std::nullopt};
     }
     return std::nullopt;

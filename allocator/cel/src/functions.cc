@@ -41,6 +41,7 @@ uint64_t ActualSize(const Val& v) {
     case VK::kList:
     case VK::kMap: return v.n;
     case VK::kIP: return v.ip->is4 ? 4 : 16;  // net.IP's Size(): bytes of the address
+    case VK::kCIDR: return static_cast<uint64_t>((v.cidr->bits + 7) / 8);  // prefix bytes
     default: return 1;
   }
 }
@@ -48,7 +49,8 @@ bool IsText(const Val& v) { return v.kind == VK::kString || v.kind == VK::kBytes
 uint64_t EqCost(const Val* a, uint32_t) { return CostOf(0.1, std::min(ActualSize(a[0]), ActualSize(a[1]))); }
 // Kubernetes' CallCost prices `==` with a library object on the left at 1 (`!=` it leaves to
 // cel-go, which charges by size).
-uint64_t EqualsCost(const Val* a, uint32_t n) { return a[0].kind == VK::kIP ? 1 : EqCost(a, n); }
+uint64_t EqualsCost(const Val* a, uint32_t n) { return a[0].kind == VK::kIP || a[0].kind == VK::kCIDR ? 1 : EqCost(a, n);
+}
 uint64_t AddCost(const Val* a, uint32_t) {
   return IsText(a[0]) && a[0].kind == a[1].kind ? CostOf(0.1, ActualSize(a[0]) + ActualSize(a[1])) : 1;
 }
@@ -217,7 +219,8 @@ Val Not(Ctx& ctx, const Val* a, uint32_t n) {
 Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
   if ((a[0].kind == VK::kQuantity && (a[1].kind != VK::kQuantity || a[1].sub == kQuantityPointer)) ||
       (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver) ||
-      (a[0].kind == VK::kIP && a[1].kind != VK::kIP)) {
+      (a[0].kind == VK::kIP && a[1].kind != VK::kIP) ||
+      (a[0].kind == VK::kCIDR && a[1].kind != VK::kCIDR)) {
     return ctx.NoOverload(name, a, n);
   }
   return Equal(ctx, a[0], a[1]);
@@ -476,6 +479,7 @@ Val ToString(Ctx& ctx, const Val* a, uint32_t n) {
     case VK::kTimestamp: return ctx.String(FormatTimestamp(x.i, x.n));
     case VK::kDuration: return ctx.String(FormatDuration(x.i, x.n));
     case VK::kIP: return ctx.String(x.ip->ToString());
+    case VK::kCIDR: return ctx.String(x.cidr->ToString());
     default: NO_OVERLOAD("string");
   }
 }

@@ -173,6 +173,12 @@ Val ParseIpVal(Ctx& ctx, std::string_view text, IpAddr* addr) {
 }
 
 Val IpFn(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind == VK::kCIDR) {  // cidr.ip(): the address as written, host bits kept
+    Val r;
+    r.kind = VK::kIP;
+    r.ip = &a[0].cidr->ip;
+    return r;
+  }
   if (a[0].kind != VK::kString) NO_OVERLOAD("ip");
   IpAddr addr;
   return ParseIpVal(ctx, a[0].str(), &addr);
@@ -206,6 +212,83 @@ Val IpTest(Ctx& ctx, const Val* a, uint32_t n) {
                           a, n);
   }
   return Val::Bool((a[0].ip->*kTest)());
+}
+
+// ---- CIDR (library/cidr.go) -----------------------------------------------------------------
+
+// cidr() wraps ParseCidr's message in the same prefix once more (as Kubernetes does).
+Val ParseCidrVal(Ctx& ctx, std::string_view text) {
+  CidrPrefix prefix;
+  std::string error;
+  if (!ParseCidr(text, &prefix, &error)) {
+    return ctx.Error("network address parse error during conversion from string: " + error);
+  }
+  Val r;
+  r.kind = VK::kCIDR;
+  r.cidr = ctx.arena.New<CidrPrefix>(prefix);
+  return r;
+}
+
+Val CidrFn(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("cidr");
+  return ParseCidrVal(ctx, a[0].str());
+}
+Val IsCidr(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("isCIDR");
+  CidrPrefix prefix;
+  std::string error;
+  return Val::Bool(ParseCidr(a[0].str(), &prefix, &error));
+}
+Val ContainsIp(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kCIDR || (a[1].kind != VK::kString && a[1].kind != VK::kIP)) {
+    NO_OVERLOAD("containsIP");
+  }
+  if (a[1].kind == VK::kString) {
+    IpAddr addr;
+    std::string error;
+    // Kubernetes passes the parse error on as the "other" operand, and reports the overload as
+    // missing rather than the parse error.
+    if (!ParseIp(a[1].str(), &addr, &error)) return ctx.Error("no such overload");
+    return Val::Bool(a[0].cidr->Contains(addr));
+  }
+  return Val::Bool(a[0].cidr->Contains(*a[1].ip));
+}
+Val ContainsCidr(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kCIDR || (a[1].kind != VK::kString && a[1].kind != VK::kCIDR)) {
+    NO_OVERLOAD("containsCIDR");
+  }
+  if (a[1].kind == VK::kString) {
+    Val other = ParseCidrVal(ctx, a[1].str());
+    if (other.is_error()) return other;
+    return Val::Bool(a[0].cidr->ContainsPrefix(*other.cidr));
+  }
+  return Val::Bool(a[0].cidr->ContainsPrefix(*a[1].cidr));
+}
+Val Masked(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kCIDR) NO_OVERLOAD("masked");
+  Val r;
+  r.kind = VK::kCIDR;
+  r.cidr = ctx.arena.New<CidrPrefix>(a[0].cidr->Masked());
+  return r;
+}
+Val PrefixLength(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kCIDR) NO_OVERLOAD("prefixLength");
+  return Val::Int(a[0].cidr->bits);
+}
+
+// Kubernetes' CallCost: comparing addresses up to the prefix (twice the CIDR's size, 0.1 per
+// byte), containsCIDR one more traversal plus 1, and a string argument's parse.
+uint64_t CidrSize(const Val& v) {
+  return v.kind == VK::kCIDR ? static_cast<uint64_t>((v.cidr->bits + 7) / 8) : 1;
+}
+uint64_t StringParse(const Val& v) {
+  return v.kind == VK::kString ? CostOf(0.1, Utf8CountCodePoints(v.str())) : 0;
+}
+uint64_t ContainsIpCost(const Val* a, uint32_t) {
+  return CostOf(0.1, 2 * CidrSize(a[0])) + StringParse(a[1]);
+}
+uint64_t ContainsCidrCost(const Val* a, uint32_t) {
+  return CostOf(0.1, 2 * CidrSize(a[0])) + CostOf(0.1, CidrSize(a[0])) + 1 + StringParse(a[1]);
 }
 
 #undef NO_OVERLOAD
@@ -285,7 +368,8 @@ std::shared_ptr<const Semver> CopySemver(const Semver& v) {
 }
 
 std::vector<FunctionDef> KubernetesObjectFunctions() {
-  constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary, kIP = kIPLibrary;
+  constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary, kIP = kIPLibrary,
+                     kC = kCIDRLibrary;
   return {
       {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1},
       {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1},
@@ -303,7 +387,7 @@ std::vector<FunctionDef> KubernetesObjectFunctions() {
       {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt, 1, 1},
       {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt, 1, 1},
       {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt, 1, 1},
-      {"ip", IpFn, true, false, kIP, ParseCost, K::kIP, 1, 1},
+      {"ip", IpFn, true, true, kIP | kC, ParseCost, K::kIP, 1, 1},
       {"isIP", IsIp, true, false, kIP, ParseCost, K::kBool, 1, 1},
       {"ip.isCanonical", IpIsCanonical, true, false, kIP, CanonicalCost, K::kBool, 1, 1},
       {"family", IpFamily, false, true, kIP, nullptr, K::kInt, 1, 1},
@@ -315,6 +399,12 @@ std::vector<FunctionDef> KubernetesObjectFunctions() {
        K::kBool, 1, 1},
       {"isGlobalUnicast", IpTest<&IpAddr::IsGlobalUnicast>, false, true, kIP, nullptr, K::kBool, 1,
        1},
+      {"cidr", CidrFn, true, false, kC, ParseCost, K::kCIDR, 1, 1},
+      {"isCIDR", IsCidr, true, false, kC, ParseCost, K::kBool, 1, 1},
+      {"containsIP", ContainsIp, false, true, kC, ContainsIpCost, K::kBool, 2, 2},
+      {"containsCIDR", ContainsCidr, false, true, kC, ContainsCidrCost, K::kBool, 2, 2},
+      {"masked", Masked, false, true, kC, nullptr, K::kCIDR, 1, 1},
+      {"prefixLength", PrefixLength, false, true, kC, nullptr, K::kInt, 1, 1},
   };
 }
 

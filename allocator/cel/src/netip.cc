@@ -293,9 +293,10 @@ std::string IpAddr::ToString() const {
   return out;
 }
 
-bool ParseIp(std::string_view text, IpAddr* out, std::string* error) {
+namespace {
+// netip.ParseAddr: false with *netip_error = its message; *zone = the zone text if any.
+bool ParseAddr(std::string_view text, IpAddr* out, std::string_view* zone, std::string* netip_error) {
   ParseError err;
-  std::string_view zone;
   bool ok = false;
   bool decided = false;
   for (size_t i = 0; i < text.size() && !decided; ++i) {
@@ -308,7 +309,7 @@ bool ParseIp(std::string_view text, IpAddr* out, std::string* error) {
         break;
       case ':':
         decided = true;
-        ok = ParseV6(text, out, &zone, &err);
+        ok = ParseV6(text, out, zone, &err);
         break;
       case '%':
         decided = true;
@@ -318,9 +319,93 @@ bool ParseIp(std::string_view text, IpAddr* out, std::string* error) {
     }
   }
   if (!decided) err = {"unable to parse IP", {}};
-  if (!ok) {
+  if (!ok) *netip_error = AddrError(text, err);
+  return ok;
+}
+
+void MaskTo(IpAddr* a, int bits) {
+  const int total = a->is4 ? 4 : 16;
+  for (int i = 0; i < total; ++i) {
+    const int keep = bits - 8 * i;
+    uint8_t& byte = a->bytes[static_cast<size_t>(i)];
+    if (keep <= 0) {
+      byte = 0;
+    } else if (keep < 8) {
+      byte = static_cast<uint8_t>(byte & (0xff << (8 - keep)));
+    }
+  }
+}
+}  // namespace
+
+CidrPrefix CidrPrefix::Masked() const {
+  CidrPrefix m = *this;
+  MaskTo(&m.ip, bits);
+  return m;
+}
+
+bool CidrPrefix::Contains(const IpAddr& addr) const {
+  if (addr.is4 != ip.is4) return false;
+  IpAddr a = addr, b = ip;
+  MaskTo(&a, bits);
+  MaskTo(&b, bits);
+  return a == b;
+}
+
+bool CidrPrefix::ContainsPrefix(const CidrPrefix& other) const {
+  if (other.ip.is4 != ip.is4) return false;
+  const int min_bits = bits < other.bits ? bits : other.bits;
+  IpAddr a = ip, b = other.ip;
+  MaskTo(&a, min_bits);
+  MaskTo(&b, min_bits);
+  return a == b && bits <= other.bits;
+}
+
+std::string CidrPrefix::ToString() const { return ip.ToString() + "/" + std::to_string(bits); }
+
+bool ParseCidr(std::string_view text, CidrPrefix* out, std::string* error) {
+  const std::string prefix = "network address parse error during conversion from string: ";
+  auto fail = [&](const std::string& msg) {
+    *error = prefix + "netip.ParsePrefix(" + GoQuote(text) + "): " + msg;
+    return false;
+  };
+  const size_t slash = text.rfind('/');
+  if (slash == std::string_view::npos) return fail("no '/'");
+  std::string_view zone;
+  std::string netip_error;
+  if (!ParseAddr(text.substr(0, slash), &out->ip, &zone, &netip_error)) return fail(netip_error);
+  if (!out->ip.is4 && !zone.empty()) return fail("IPv6 zones cannot be present in a prefix");
+  const std::string_view bits = text.substr(slash + 1);
+  const std::string bad = "bad bits after slash: " + GoQuote(bits);
+  if (bits.size() > 1 && (bits[0] < '1' || bits[0] > '9')) return fail(bad);
+  // strconv.Atoi: an optional sign, then decimal digits, within int64.
+  std::string_view digits = bits;
+  bool negative = false;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
+    negative = digits[0] == '-';
+    digits.remove_prefix(1);
+  }
+  if (digits.empty() || digits.size() > 18) return fail(bad);
+  int64_t value = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return fail(bad);
+    value = value * 10 + (c - '0');
+  }
+  if (negative) value = -value;
+  if (value < 0 || value > (out->ip.is4 ? 32 : 128)) return fail("prefix length out of range");
+  out->bits = static_cast<int>(value);
+  if (Is4In6(out->ip)) {
+    *error = "IPv4-mapped IPv6 address " + GoQuote(text) + " is not allowed";
+    return false;
+  }
+  return true;
+}
+
+bool ParseIp(std::string_view text, IpAddr* out, std::string* error) {
+  std::string_view zone;
+  std::string netip_error;
+  if (!ParseAddr(text, out, &zone, &netip_error)) {
     *error = "IP Address " + GoQuote(text) + " parse error during conversion from string: " +
-             AddrError(text, err);
+             netip_error;
     return false;
   }
   if (!zone.empty()) {

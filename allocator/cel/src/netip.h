@@ -30,6 +30,30 @@ struct IpAddr {
   std::string ToString() const;
 };
 
+// CidrPrefix is a netip.Prefix: an address (host bits kept as written) and a prefix length.
+struct CidrPrefix {
+  IpAddr ip;
+  int bits = 0;
+
+  friend bool operator==(const CidrPrefix& a, const CidrPrefix& b) {
+    return a.ip == b.ip && a.bits == b.bits;
+  }
+  // The address with all bits after the prefix cleared.
+  CidrPrefix Masked() const;
+  // Whether `addr` is of the same family and agrees on the first `bits` bits.
+  bool Contains(const IpAddr& addr) const;
+  // Kubernetes' containsCIDR: the prefixes overlap and `other` is at least as long.
+  bool ContainsPrefix(const CidrPrefix& other) const;
+  // "ip/bits" with the address as IpAddr::ToString prints it.
+  std::string ToString() const;
+};
+
+// ParseCidr is netip.ParsePrefix followed by Kubernetes' check (no IPv4-mapped IPv6); *error gets
+// Kubernetes' message (library/cidr.go wraps netip's error in "network address parse error during
+// conversion from string: ", not the IPv4-mapped one; cidr() adds the same prefix again, see
+// k8s.cc).
+bool ParseCidr(std::string_view text, CidrPrefix* out, std::string* error);
+
 // ParseIp is netip.ParseAddr followed by Kubernetes' checks. On failure it returns false and
 // sets *error to Kubernetes' message ("IP Address \"x\" parse error during conversion from
 // string: ParseAddr(\"x\"): unable to parse IP", "IP address \"x\" with zone value is not

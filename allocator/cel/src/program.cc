@@ -517,7 +517,8 @@ class CallNode final : public Node {
     static constexpr std::string_view kNames[] = {
         "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes", "lowerAscii",
         "upperAscii", "substring", "trim", "replace", "split", "join", "find", "findAll",
-        "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "ip.isCanonical"};
+        "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "ip.isCanonical", "cidr", "isCIDR",
+        "containsIP", "containsCIDR"};
     return std::find(std::begin(kNames), std::end(kNames), def_->name) != std::end(kNames);
   }
 
@@ -699,6 +700,7 @@ std::string GoTypeName(const Val& v) {
     case VK::kQuantity: return "cel.Quantity";
     case VK::kSemver: return "cel.Semver";
     case VK::kIP: return "cel.IP";
+    case VK::kCIDR: return "cel.CIDR";
     default: return std::string(TypeNameOf(v));
   }
 }
@@ -1657,6 +1659,7 @@ class Planner {
       case 'Z': return t.kind() == Type::Kind::kTimestamp;
       case 'D': return t.kind() == Type::Kind::kDuration;
       case 'P': return t.kind() == Type::Kind::kIP;
+      case 'C': return t.kind() == Type::Kind::kCIDR;
       default: return false;
     }
   }
@@ -1701,7 +1704,7 @@ class Planner {
         {"double", {{"i", TK::kDouble}, {"u", TK::kDouble}, {"d", TK::kDouble}, {"s", TK::kDouble}}},
         {"string", {{"i", TK::kString}, {"u", TK::kString}, {"d", TK::kString}, {"s", TK::kString},
                     {"b", TK::kString}, {"B", TK::kString}, {"T", TK::kString}, {"Z", TK::kString},
-                    {"D", TK::kString}, {"P", TK::kString}}},
+                    {"D", TK::kString}, {"P", TK::kString}, {"C", TK::kString}}},
         {"bytes", {{"s", TK::kBytes}, {"b", TK::kBytes}}},
         {"bool", {{"B", TK::kBool}, {"s", TK::kBool}}},
         {"charAt", {{"si", TK::kString}}},
@@ -1747,7 +1750,13 @@ class Planner {
         {"major", {{"S", TK::kInt}}},
         {"minor", {{"S", TK::kInt}}},
         {"patch", {{"S", TK::kInt}}},
-        {"ip", {{"s", TK::kIP}}},
+        {"ip", {{"s", TK::kIP}, {"C", TK::kIP}}},
+        {"cidr", {{"s", TK::kCIDR}}},
+        {"isCIDR", {{"s", TK::kBool}}},
+        {"containsIP", {{"Cs", TK::kBool}, {"CP", TK::kBool}}},
+        {"containsCIDR", {{"Cs", TK::kBool}, {"CC", TK::kBool}}},
+        {"masked", {{"C", TK::kCIDR}}},
+        {"prefixLength", {{"C", TK::kInt}}},
         {"isIP", {{"s", TK::kBool}}},
         {"ip.isCanonical", {{"s", TK::kBool}}},
         {"family", {{"P", TK::kInt}}},
@@ -1798,6 +1807,7 @@ class Planner {
         case Type::Kind::kDuration: return Type::Duration();
         case Type::Kind::kSemver: return Type::Semver();
         case Type::Kind::kIP: return Type::IP();
+        case Type::Kind::kCIDR: return Type::CIDR();
         case Type::Kind::kList: return Type::List(Type::Dyn());
         case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());
         default: return Type::Dyn();
@@ -1863,7 +1873,7 @@ class Planner {
       p->size_max = size(0);
       p->elem_size = size(0);
     } else if (n == "quantity" || n == "semver" || n == "isQuantity" || n == "isSemver" ||
-               n == "ip" || n == "isIP") {
+               n == "ip" || n == "isIP" || n == "cidr" || n == "isCIDR") {
       call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
     } else if (n == "ip.isCanonical") {
       call_max = std::max<uint64_t>(1, CeilMul(0.2, size(0)));
@@ -2287,6 +2297,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
           case VK::kList: why = ": type conversion error from list to 'bool'"; break;
           case VK::kSemver: why = ": type conversion error from 'Semver' to 'bool'"; break;
           case VK::kIP: why = ": type conversion error from 'IP' to 'bool'"; break;
+          case VK::kCIDR: why = ": type conversion error from 'CIDR' to 'bool'"; break;
           case VK::kDouble: why = ": type conversion error from Double to 'bool'"; break;
           case VK::kBytes: why = ": type conversion error from Bytes to 'bool'"; break;
           case VK::kUint: why = ": unsupported type conversion from 'uint' to bool"; break;

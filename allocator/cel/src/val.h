@@ -30,6 +30,7 @@ struct Attribute;
 namespace devlet::cel::internal {
 
 struct IpAddr;
+struct CidrPrefix;
 
 class Arena {
  public:
@@ -134,6 +135,7 @@ enum class VK : uint8_t {
   kDeviceMap,  // dev: device.attributes (sub == 0) or device.capacity (sub == 1)
   kDomainMap,  // dom: one domain of attributes or capacity
   kIP,         // ip: a net.IP of Kubernetes' IP library
+  kCIDR,       // cidr: a net.CIDR of Kubernetes' CIDR library
 };
 
 struct Val;
@@ -176,6 +178,7 @@ struct Val {
     const Quantity* q;
     const Semver* v;
     const IpAddr* ip;
+    const CidrPrefix* cidr;
     const dra::DeviceView* dev;
     const DomainRef* dom;
   };

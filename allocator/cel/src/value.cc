@@ -141,6 +141,12 @@ Value Value::IP(std::string canonical) {
   return v;
 }
 
+Value Value::CIDR(std::string canonical) {
+  Value v = String(std::move(canonical));
+  v.kind_ = Kind::kCIDR;
+  return v;
+}
+
 Value Value::FromSemver(std::shared_ptr<const Semver> semver) {
   Value v;
   v.kind_ = Kind::kSemver;
@@ -193,6 +199,7 @@ std::string Value::TypeName() const {
     case Kind::kTimestamp: return "google.protobuf.Timestamp";
     case Kind::kDuration: return "google.protobuf.Duration";
     case Kind::kIP: return "net.IP";
+    case Kind::kCIDR: return "net.CIDR";
   }
   return "dyn";
 }
@@ -265,6 +272,7 @@ std::string Value::DebugString() const {
     case Kind::kDuration:
       return "duration(\"" + internal::FormatDuration(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
     case Kind::kIP: return "ip(\"" + string_value() + "\")";
+    case Kind::kCIDR: return "cidr(\"" + string_value() + "\")";
   }
   return "?";
 }
@@ -324,7 +332,8 @@ bool Value::Equivalent(const Value& a, const Value& b) {
       return a.semver() && b.semver() && internal::SemverEqual(*a.semver(), *b.semver());
     case Kind::kTimestamp: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
     case Kind::kDuration: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
-    case Kind::kIP: return a.string_value() == b.string_value();
+    case Kind::kIP:
+    case Kind::kCIDR: return a.string_value() == b.string_value();
     default: return false;
   }
 }
@@ -374,6 +383,7 @@ std::string Type::DebugString() const {
     case Kind::kTimestamp: return "google.protobuf.Timestamp";
     case Kind::kDuration: return "google.protobuf.Duration";
     case Kind::kIP: return "net.IP";
+    case Kind::kCIDR: return "net.CIDR";
   }
   return "dyn";
 }

@@ -30,6 +30,7 @@ std::string_view TypeNameOf(const Val& v) {
     case VK::kQuantity: return "kubernetes.Quantity";
     case VK::kSemver: return "kubernetes.Semver";
     case VK::kIP: return "net.IP";
+    case VK::kCIDR: return "net.CIDR";
     case VK::kDevice: return "kubernetes.DRADevice";
     case VK::kTimestamp: return "google.protobuf.Timestamp";
     case VK::kDuration: return "google.protobuf.Duration";
@@ -254,6 +255,7 @@ bool EqualBool(const Val& a, const Val& b) {
     case VK::kQuantity: return QuantityEqual(*a.q, *b.q);
     case VK::kSemver: return SemverEqual(*a.v, *b.v);
     case VK::kIP: return *a.ip == *b.ip;
+    case VK::kCIDR: return *a.cidr == *b.cidr;
     case VK::kDevice: return a.dev == b.dev;
     case VK::kTimestamp: return a.i == b.i && a.n == b.n;
     case VK::kDuration: return a.i == b.i && a.n == b.n;
@@ -594,6 +596,15 @@ Val FromValue(const Value& value, Arena& arena) {
       r.ip = arena.New<IpAddr>(addr);
       return r;
     }
+    case Value::Kind::kCIDR: {
+      CidrPrefix prefix;
+      std::string error;
+      if (!ParseCidr(value.string_value(), &prefix, &error)) return ctx.Error(error);
+      Val r;
+      r.kind = VK::kCIDR;
+      r.cidr = arena.New<CidrPrefix>(prefix);
+      return r;
+    }
     case Value::Kind::kTimestamp: {
       Val r;
       r.kind = VK::kTimestamp;
@@ -648,6 +659,7 @@ Value ToValue(const Val& v) {
     case VK::kQuantity: return Value::FromQuantity(CopyQuantity(*v.q));
     case VK::kSemver: return Value::FromSemver(CopySemver(*v.v));
     case VK::kIP: return Value::IP(v.ip->ToString());
+    case VK::kCIDR: return Value::CIDR(v.cidr->ToString());
     case VK::kTimestamp: return Value::Timestamp(v.i, v.n);
     case VK::kDuration: return Value::Duration(v.i, static_cast<int32_t>(v.n));
     case VK::kDevice: {

@@ -73,7 +73,10 @@ enum Library : uint32_t {
   kTwoVarComprehensionsLibrary = 1u << 10,
   // Kubernetes ip(): ip, isIP, ip.isCanonical, string(ip) and the IP members.
   kIPLibrary = 1u << 11,
-  kAllLibraries = (1u << 12) - 1,
+  // Kubernetes cidr(): cidr, isCIDR, containsIP, containsCIDR, ip, masked, prefixLength,
+  // string(cidr).
+  kCIDRLibrary = 1u << 12,
+  kAllLibraries = (1u << 13) - 1,
 };
 
 // EnvironmentOptions configures parsing, checking and the available functions.

@@ -38,6 +38,7 @@ class Type {
     kTimestamp,  // google.protobuf.Timestamp
     kDuration,   // google.protobuf.Duration
     kIP,         // net.IP (Kubernetes' IP library)
+    kCIDR,       // net.CIDR (Kubernetes' CIDR library)
   };
 
   // The default type is dyn.
@@ -57,6 +58,7 @@ class Type {
   static Type Timestamp() { return Type(Kind::kTimestamp); }
   static Type Duration() { return Type(Kind::kDuration); }
   static Type IP() { return Type(Kind::kIP); }
+  static Type CIDR() { return Type(Kind::kCIDR); }
   static Type List(Type element);
   static Type Map(Type key, Type value);
   static Type Optional(Type value);

@@ -49,6 +49,8 @@ class Value {
     kDuration,
     // net.IP of Kubernetes' IP library, held as its canonical text (string_value()).
     kIP,
+    // net.CIDR of Kubernetes' CIDR library, held as its canonical text (string_value()).
+    kCIDR,
   };
 
   // A map entry; CEL maps keep insertion order here (CEL equality ignores order).
@@ -76,6 +78,8 @@ class Value {
   static Value FromSemver(std::shared_ptr<const Semver> semver);
   // An IP address by its canonical text (as string(ip) prints it); not validated here.
   static Value IP(std::string canonical);
+  // A CIDR prefix by its canonical text (as string(cidr) prints it); not validated here.
+  static Value CIDR(std::string canonical);
   // `nanos` in [0, 1e9) for both: a duration of -1.5s is Duration(-2, 500000000).
   static Value Timestamp(int64_t unix_seconds, int32_t nanos = 0);
   static Value Duration(int64_t seconds, int32_t nanos = 0);
@@ -89,7 +93,8 @@ class Value {
   int64_t int_value() const;
   uint64_t uint_value() const;
   double double_value() const;
-  // kString, kBytes, kType (its name), kError (its message) and kIP (its canonical text).
+  // kString, kBytes, kType (its name), kError (its message), kIP and kCIDR (their
+  // canonical text).
   const std::string& string_value() const;
   const std::string& bytes_value() const { return string_value(); }
   const std::string& type_name() const { return string_value(); }

@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "devlet/common/status.h"
+#include "netip.h"
 
 namespace devlet::cel {
 namespace {
+
+using internal::GoQuote;
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlphaNum(char c) {
@@ -28,40 +31,6 @@ bool AllAlphaNum(std::string_view s) {
 }
 bool HasLeadingZeroes(std::string_view s) { return s.size() > 1 && s[0] == '0'; }
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0.
-size_t Utf8Length(std::string_view s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-  }
-  return n;
-}
-
-// Go's %q, enough for error messages: printable ASCII and UTF-8 kept, other bytes escaped.
-std::string Quote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else if (size_t n = c >= 0x80 ? Utf8Length(s, i) : 0; n > 0) {
-      out.append(s.substr(i, n));
-      i += n - 1;
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out + "\"";
-}
-
 // strconv.ParseUint(s, 10, 64) on a string of digits (possibly empty).
 absl::StatusOr<uint64_t> ParseUint(std::string_view s) {
   if (s.empty()) return InvalidArgument("strconv.ParseUint: parsing \"\": invalid syntax");
@@ -69,7 +38,7 @@ absl::StatusOr<uint64_t> ParseUint(std::string_view s) {
   for (char c : s) {
     uint64_t digit = static_cast<uint64_t>(c - '0');
     if (value > (UINT64_MAX - digit) / 10) {
-      return InvalidArgument("strconv.ParseUint: parsing " + Quote(s) + ": value out of range");
+      return InvalidArgument("strconv.ParseUint: parsing " + GoQuote(s) + ": value out of range");
     }
     value = value * 10 + digit;
   }
@@ -126,17 +95,17 @@ absl::StatusOr<Semver> Semver::Parse(std::string_view text, bool normalize) {
 
   Semver v;
   if (!AllDigits(parts[0])) {
-    return InvalidArgument("Invalid character(s) found in major number " + Quote(parts[0]));
+    return InvalidArgument("Invalid character(s) found in major number " + GoQuote(parts[0]));
   }
   if (HasLeadingZeroes(parts[0])) {
-    return InvalidArgument("Major number must not contain leading zeroes " + Quote(parts[0]));
+    return InvalidArgument("Major number must not contain leading zeroes " + GoQuote(parts[0]));
   }
   DEVLET_ASSIGN_OR_RETURN(v.major_, ParseUint(parts[0]));
   if (!AllDigits(parts[1])) {
-    return InvalidArgument("Invalid character(s) found in minor number " + Quote(parts[1]));
+    return InvalidArgument("Invalid character(s) found in minor number " + GoQuote(parts[1]));
   }
   if (HasLeadingZeroes(parts[1])) {
-    return InvalidArgument("Minor number must not contain leading zeroes " + Quote(parts[1]));
+    return InvalidArgument("Minor number must not contain leading zeroes " + GoQuote(parts[1]));
   }
   DEVLET_ASSIGN_OR_RETURN(v.minor_, ParseUint(parts[1]));
 
@@ -156,10 +125,10 @@ absl::StatusOr<Semver> Semver::Parse(std::string_view text, bool normalize) {
     patch = patch.substr(0, dash);
   }
   if (!AllDigits(patch)) {
-    return InvalidArgument("Invalid character(s) found in patch number " + Quote(patch));
+    return InvalidArgument("Invalid character(s) found in patch number " + GoQuote(patch));
   }
   if (HasLeadingZeroes(patch)) {
-    return InvalidArgument("Patch number must not contain leading zeroes " + Quote(patch));
+    return InvalidArgument("Patch number must not contain leading zeroes " + GoQuote(patch));
   }
   DEVLET_ASSIGN_OR_RETURN(v.patch_, ParseUint(patch));
 
@@ -170,14 +139,14 @@ absl::StatusOr<Semver> Semver::Parse(std::string_view text, bool normalize) {
       if (AllDigits(p)) {
         if (HasLeadingZeroes(p)) {
           return InvalidArgument("Numeric PreRelease version must not contain leading zeroes " +
-                                 Quote(p));
+                                 GoQuote(p));
         }
         DEVLET_ASSIGN_OR_RETURN(id.number, ParseUint(p));
         id.is_numeric = true;
       } else if (AllAlphaNum(p)) {
         id.text = std::string(p);
       } else {
-        return InvalidArgument("Invalid character(s) found in prerelease " + Quote(p));
+        return InvalidArgument("Invalid character(s) found in prerelease " + GoQuote(p));
       }
       v.pre_.push_back(std::move(id));
     }
@@ -186,7 +155,7 @@ absl::StatusOr<Semver> Semver::Parse(std::string_view text, bool normalize) {
     for (std::string_view b : build) {
       if (b.empty()) return InvalidArgument("Build meta data is empty");
       if (!AllAlphaNum(b)) {
-        return InvalidArgument("Invalid character(s) found in build meta data " + Quote(b));
+        return InvalidArgument("Invalid character(s) found in build meta data " + GoQuote(b));
       }
       v.build_.emplace_back(b);
     }

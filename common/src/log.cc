@@ -9,6 +9,7 @@
 #include <ctime>
 #include <mutex>
 
+#include "devlet/common/strings.h"
 #include "nlohmann/json.hpp"
 
 namespace devlet::log {
@@ -30,39 +31,6 @@ std::atomic<Format> g_format{Format::kText};
 std::string_view BaseName(std::string_view path) {
   const auto slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
-// AppendQuoted writes `text` as a Go-style double-quoted string, as klog does.
-void AppendQuoted(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof(buffer), "\\x%02x", static_cast<unsigned>(c));
-          out += buffer;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
 }
 
 }  // namespace
@@ -148,17 +116,17 @@ std::string FormatRecord(Format format, char severity, int level, const Message&
   std::string out = header;
   out += caller;
   out += "] ";
-  AppendQuoted(out, message.text);
+  AppendGoQuoted(out, message.text);
   if (error != nullptr) {
     out += " err=";
-    AppendQuoted(out, std::string(error->message()));
+    AppendGoQuoted(out, std::string(error->message()));
   }
   for (const Field& field : fields) {
     out += ' ';
     out += field.key;
     out += '=';
     if (field.quoted) {
-      AppendQuoted(out, field.value);
+      AppendGoQuoted(out, field.value);
     } else {
       out += field.value;
     }

@@ -19,6 +19,7 @@
 
 #include "decimal.h"
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 #include "json_util.h"
 
 namespace devlet::kube {
@@ -52,41 +53,6 @@ class Path {
   std::string text_;
 };
 
-// Quote renders a string like Go's %q / strconv.Quote (ASCII control bytes escaped).
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out += "\\x";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xf];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 std::string Int(int64_t v) {
   return std::to_string(v);
 }
@@ -119,7 +85,7 @@ class Errors {
   }
 
   void InvalidString(const Path& path, std::string_view value, std::string detail) {
-    Invalid(path, Quote(value), std::move(detail));
+    Invalid(path, GoQuote(value), std::move(detail));
   }
 
   void TooLong(const Path& path, int max) {
@@ -148,10 +114,10 @@ class Errors {
       for (std::size_t i = 0; i < supported.size(); ++i) {
         if (i > 0)
           detail += ", ";
-        detail += Quote(supported[i]);
+        detail += GoQuote(supported[i]);
       }
     }
-    Add(Type::kNotSupported, path, Quote(value), std::move(detail));
+    Add(Type::kNotSupported, path, GoQuote(value), std::move(detail));
   }
 
   // Messages from a name check become Invalid errors with the value quoted.
@@ -598,14 +564,14 @@ void ValidateBindingParameters(Errors& errs, const std::vector<std::string>& con
   std::set<std::string> seen;
   for (std::size_t i = 0; i < conditions.size(); ++i) {
     if (!seen.insert(conditions[i]).second) {
-      errs.Duplicate(path.Child("bindingConditions").Index(i), Quote(conditions[i]));
+      errs.Duplicate(path.Child("bindingConditions").Index(i), GoQuote(conditions[i]));
     }
   }
   std::set<std::string> seen_failure;
   for (std::size_t i = 0; i < failure_conditions.size(); ++i) {
     const std::string& c = failure_conditions[i];
     if (!seen_failure.insert(c).second) {
-      errs.Duplicate(path.Child("bindingFailureConditions").Index(i), Quote(c));
+      errs.Duplicate(path.Child("bindingFailureConditions").Index(i), GoQuote(c));
     }
     if (std::find(conditions.begin(), conditions.end(), c) != conditions.end()) {
       errs.InvalidString(path.Child("bindingFailureConditions").Index(i), c,
@@ -800,7 +766,7 @@ void ValidateConditions(Errors& errs, const std::vector<Condition>& conditions, 
     const Condition& c = conditions[i];
     const Path p = path.Index(i);
     if (!types.insert(c.type).second)
-      errs.Duplicate(p, Quote(c.type));
+      errs.Duplicate(p, GoQuote(c.type));
     if (c.type.empty()) {
       errs.Required(p.Child("type"), "is required");
     } else {
@@ -966,7 +932,7 @@ void ValidateRequestRefs(Errors& errs, const std::vector<std::string>& refs, con
   ValidateSet(
       errs, refs, kDeviceRequestsMaxSize, path,
       [&](const std::string& ref, const Path& p) { ValidateRequestNameRef(errs, ref, p, names); },
-      [](const std::string& ref) { return Quote(ref); });
+      [](const std::string& ref) { return GoQuote(ref); });
 }
 
 void ValidateAllocationMode(Errors& errs, const std::string& mode, int64_t count,
@@ -1024,7 +990,7 @@ void ValidateDerivedAttributes(Errors& errs, const std::vector<DeviceDerivedAttr
           errs.TooLong(p.Child("expression"), kCELSelectorExpressionMaxLength);
         }
       },
-      [](const DeviceDerivedAttribute& attr) { return Quote(attr.name); });
+      [](const DeviceDerivedAttribute& attr) { return GoQuote(attr.name); });
 }
 
 template <typename Request>
@@ -1060,7 +1026,7 @@ void ValidateDeviceRequest(Errors& errs, const DeviceRequest& request, const Pat
           ValidateDNSLabelField(errs, sub.name, p.Child("name"));
           ValidateRequestBody(errs, sub, p, request.name + "/" + sub.name, claim);
         },
-        [](const DeviceSubRequest& sub) { return Quote(sub.name); });
+        [](const DeviceSubRequest& sub) { return GoQuote(sub.name); });
   } else {
     ValidateRequestBody(errs, *request.exactly, path.Child("exactly"), request.name, claim);
   }
@@ -1071,7 +1037,7 @@ void ValidateDeviceClaim(Errors& errs, const DeviceClaim& claim, const Path& pat
   ValidateSet(
       errs, claim.requests, kDeviceRequestsMaxSize, path.Child("requests"),
       [&](const DeviceRequest& r, const Path& p) { ValidateDeviceRequest(errs, r, p, claim); },
-      [](const DeviceRequest& r) { return Quote(r.name); });
+      [](const DeviceRequest& r) { return GoQuote(r.name); });
   ValidateSlice(errs, claim.constraints, kDeviceConstraintsMaxSize, path.Child("constraints"),
                 [&](const DeviceConstraint& c, const Path& p) {
                   ValidateRequestRefs(errs, c.requests, p.Child("requests"), names);
@@ -1170,7 +1136,7 @@ void ValidateClaimStatus(Errors& errs, const ResourceClaim& claim, const Path& p
         if (ref.uid.empty())
           errs.Required(p.Child("uid"), "");
       },
-      [](const ResourceClaimConsumerReference& ref) { return Quote(ref.uid); });
+      [](const ResourceClaimConsumerReference& ref) { return GoQuote(ref.uid); });
   std::set<std::string> allocated;
   if (status.allocation) {
     for (const auto& r : status.allocation->devices.results) {
@@ -1215,7 +1181,7 @@ void ValidateClaimStatus(Errors& errs, const ResourceClaim& claim, const Path& p
                                      "2001:db8::1/64)");
                 }
               },
-              [](const std::string& ip) { return Quote(ip); });
+              [](const std::string& ip) { return GoQuote(ip); });
         }
       },
       [](const AllocatedDeviceStatus& d) {
@@ -1403,11 +1369,11 @@ void ValidateRequestPolicy(Errors& errs, const Quantity& capacity,
           // quantityKeyInt (gate off): the integer Value(), rounded up.
           const std::optional<Dec> d = DecOf(q);
           if (!d)
-            return Quote(q.str());
+            return GoQuote(q.str());
           if (kFractionalCapacityRange)
-            return Quote(d->ToString());
+            return GoQuote(d->ToString());
           const std::optional<int64_t> v = internal::ScaledCeil(*d, 0);
-          return Quote(v ? std::to_string(*v) : d->ToString());
+          return GoQuote(v ? std::to_string(*v) : d->ToString());
         });
     if (policy.valid_values.size() <= std::size_t(kCapacityRequestPolicyDiscreteMaxOptions) &&
         !found_default) {
@@ -1575,7 +1541,7 @@ void ValidateNodeAllocatableResources(Errors& errs, const Device& device, const 
           errs.InvalidString(mp.Child("capacityKey"), "",
                              "capacityKey must not be an empty string");
         } else if (device.capacity.count(*m.capacity_key) == 0) {
-          errs.NotFound(mp.Child("capacityKey"), Quote(*m.capacity_key));
+          errs.NotFound(mp.Child("capacityKey"), GoQuote(*m.capacity_key));
         }
         if (!m.capacity_multiplier) {
           errs.Required(mp.Child("capacityMultiplier"),
@@ -1682,7 +1648,7 @@ void ValidateDevice(Errors& errs, const Device& device, const Path& path,
                        kCompatibilityGroupsMaxSize);
         }
       },
-      [](const DeviceCounterConsumption& c) { return Quote(c.counter_set); });
+      [](const DeviceCounterConsumption& c) { return GoQuote(c.counter_set); });
   if (per_device_node_selection.value_or(false)) {
     std::vector<std::string> set;
     if (device.node_name) {
@@ -1803,7 +1769,7 @@ void ValidateSliceSpec(Errors& errs, const ResourceSliceSpec& spec, const Path& 
       [&](const Device& d, const Path& p) {
         ValidateDevice(errs, d, p, spec.per_device_node_selection);
       },
-      [](const Device& d) { return Quote(d.name); });
+      [](const Device& d) { return GoQuote(d.name); });
   ValidateSet(
       errs, spec.shared_counters, kResourceSliceMaxCounterSets, path.Child("sharedCounters"),
       [&](const CounterSet& c, const Path& p) {
@@ -1819,7 +1785,7 @@ void ValidateSliceSpec(Errors& errs, const ResourceSliceSpec& spec, const Path& 
                              p.Child("counters"));
         }
       },
-      [](const CounterSet& c) { return Quote(c.name); });
+      [](const CounterSet& c) { return GoQuote(c.name); });
   if (spec.partition_type_attribute) {
     const std::string& name = *spec.partition_type_attribute;
     bool consumes = false;

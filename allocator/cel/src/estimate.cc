@@ -119,7 +119,7 @@ bool IsScalar(const Type& t) {
 bool IsStruct(const Type& t) {
   return t.kind() == Type::Kind::kDraDevice || t.kind() == Type::Kind::kQuantity ||
          t.kind() == Type::Kind::kSemver || t.kind() == Type::Kind::kIP ||
-         t.kind() == Type::Kind::kCIDR;
+         t.kind() == Type::Kind::kCIDR || t.kind() == Type::Kind::kFormat;
 }
 
 uint64_t RuneCount(const std::string& s) {
@@ -599,6 +599,19 @@ class Coster {
         name == "isLoopback" || name == "isLinkLocalMulticast" || name == "isLinkLocalUnicast" ||
         name == "isGlobalUnicast" || name == "masked" || name == "prefixLength") {
       return CallEstimate{Fixed(1), std::nullopt};
+    }
+    if (name == "validate") {
+      // The string's traversal times the longest format regex (MaxNameFormatRegexSize 128) at
+      // 0.25 per character, both rounded up.
+      if (args.empty()) return std::nullopt;
+      return CallEstimate{ByFactor(ByFactor(SizeOf(args[0]), kStringFactor), 128 * kRegexFactor),
+                          std::nullopt};
+    }
+    if (name == "format.named") return CallEstimate{Fixed(1), std::nullopt};
+    if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
+        args[0].type.kind() == K::kFormat) {
+      // Formats compare by name: MaxFormatSize 64 at the string traversal factor.
+      return CallEstimate{ByFactor(Est{1, 64}, kStringFactor), std::nullopt};
     }
     if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
         (args[0].type.kind() == K::kQuantity || args[0].type.kind() == K::kSemver ||

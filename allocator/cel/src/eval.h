@@ -206,4 +206,10 @@ std::string SemverString(const Semver& v);
 std::shared_ptr<const Quantity> CopyQuantity(const Quantity& q);
 std::shared_ptr<const Semver> CopySemver(const Semver& v);
 
+// The format library (format.cc): its functions, and a named format's name by id and back
+// (-1 for an unknown name).
+std::vector<FunctionDef> FormatFunctions();
+std::string_view FormatName(int64_t id);
+int64_t FormatIdOf(std::string_view name);
+
 }  // namespace devlet::cel::internal

@@ -49,7 +49,9 @@ bool IsText(const Val& v) { return v.kind == VK::kString || v.kind == VK::kBytes
 uint64_t EqCost(const Val* a, uint32_t) { return CostOf(0.1, std::min(ActualSize(a[0]), ActualSize(a[1]))); }
 // Kubernetes' CallCost prices `==` with a library object on the left at 1 (`!=` it leaves to
 // cel-go, which charges by size).
-uint64_t EqualsCost(const Val* a, uint32_t n) { return a[0].kind == VK::kIP || a[0].kind == VK::kCIDR ? 1 : EqCost(a, n);
+uint64_t EqualsCost(const Val* a, uint32_t n) {
+  return a[0].kind == VK::kIP || a[0].kind == VK::kCIDR || a[0].kind == VK::kFormat ? 1
+                                                                                    : EqCost(a, n);
 }
 uint64_t AddCost(const Val* a, uint32_t) {
   return IsText(a[0]) && a[0].kind == a[1].kind ? CostOf(0.1, ActualSize(a[0]) + ActualSize(a[1])) : 1;
@@ -220,7 +222,8 @@ Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
   if ((a[0].kind == VK::kQuantity && (a[1].kind != VK::kQuantity || a[1].sub == kQuantityPointer)) ||
       (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver) ||
       (a[0].kind == VK::kIP && a[1].kind != VK::kIP) ||
-      (a[0].kind == VK::kCIDR && a[1].kind != VK::kCIDR)) {
+      (a[0].kind == VK::kCIDR && a[1].kind != VK::kCIDR) ||
+      (a[0].kind == VK::kFormat && a[1].kind != VK::kFormat)) {
     return ctx.NoOverload(name, a, n);
   }
   return Equal(ctx, a[0], a[1]);
@@ -1268,6 +1271,7 @@ struct Registry {
     defs = StandardFunctions();
     for (FunctionDef& d : KubernetesObjectFunctions()) defs.push_back(d);
     for (FunctionDef& d : TimeFunctions()) defs.push_back(d);
+    for (FunctionDef& d : FormatFunctions()) defs.push_back(d);
     for (const FunctionDef& d : defs) {
       auto& slot = by_name[d.name];
       if (d.global) slot.first = &d;

@@ -518,7 +518,7 @@ class CallNode final : public Node {
         "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes", "lowerAscii",
         "upperAscii", "substring", "trim", "replace", "split", "join", "find", "findAll",
         "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "ip.isCanonical", "cidr", "isCIDR",
-        "containsIP", "containsCIDR"};
+        "containsIP", "containsCIDR", "validate", "format.named"};
     return std::find(std::begin(kNames), std::end(kNames), def_->name) != std::end(kNames);
   }
 
@@ -701,6 +701,7 @@ std::string GoTypeName(const Val& v) {
     case VK::kSemver: return "cel.Semver";
     case VK::kIP: return "cel.IP";
     case VK::kCIDR: return "cel.CIDR";
+    case VK::kFormat: return "cel.Format";
     default: return std::string(TypeNameOf(v));
   }
 }
@@ -1660,6 +1661,7 @@ class Planner {
       case 'D': return t.kind() == Type::Kind::kDuration;
       case 'P': return t.kind() == Type::Kind::kIP;
       case 'C': return t.kind() == Type::Kind::kCIDR;
+      case 'F': return t.kind() == Type::Kind::kFormat;
       default: return false;
     }
   }
@@ -1756,6 +1758,8 @@ class Planner {
         {"containsIP", {{"Cs", TK::kBool}, {"CP", TK::kBool}}},
         {"containsCIDR", {{"Cs", TK::kBool}, {"CC", TK::kBool}}},
         {"masked", {{"C", TK::kCIDR}}},
+        {"format.named", {{"s", TK::kOptional}}},
+        {"validate", {{"Fs", TK::kOptional}}},
         {"prefixLength", {{"C", TK::kInt}}},
         {"isIP", {{"s", TK::kBool}}},
         {"ip.isCanonical", {{"s", TK::kBool}}},
@@ -1793,6 +1797,8 @@ class Planner {
     // Element types cel-go's checker knows (they decide overload resolution, hence costs).
     if (def.name == "split" || def.name == "findAll") return Type::List(Type::String());
     if (def.name == "lists.range") return Type::List(Type::Int());
+    if (def.name == "format.named") return Type::Optional(Type::Format());
+    if (def.name == "validate") return Type::Optional(Type::List(Type::String()));
     if (def.result != Type::Kind::kDyn) {
       switch (def.result) {
         case Type::Kind::kBool: return Type::Bool();
@@ -1808,6 +1814,7 @@ class Planner {
         case Type::Kind::kSemver: return Type::Semver();
         case Type::Kind::kIP: return Type::IP();
         case Type::Kind::kCIDR: return Type::CIDR();
+        case Type::Kind::kFormat: return Type::Format();
         case Type::Kind::kList: return Type::List(Type::Dyn());
         case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());
         default: return Type::Dyn();
@@ -2298,6 +2305,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
           case VK::kSemver: why = ": type conversion error from 'Semver' to 'bool'"; break;
           case VK::kIP: why = ": type conversion error from 'IP' to 'bool'"; break;
           case VK::kCIDR: why = ": type conversion error from 'CIDR' to 'bool'"; break;
+          case VK::kFormat: why = ": type conversion error from 'Format' to 'bool'"; break;
           case VK::kDouble: why = ": type conversion error from Double to 'bool'"; break;
           case VK::kBytes: why = ": type conversion error from Bytes to 'bool'"; break;
           case VK::kUint: why = ": unsupported type conversion from 'uint' to bool"; break;

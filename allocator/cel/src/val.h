@@ -136,6 +136,7 @@ enum class VK : uint8_t {
   kDomainMap,  // dom: one domain of attributes or capacity
   kIP,         // ip: a net.IP of Kubernetes' IP library
   kCIDR,       // cidr: a net.CIDR of Kubernetes' CIDR library
+  kFormat,     // i: a named format of Kubernetes' format library (format.cc's FormatId)
 };
 
 struct Val;

@@ -147,6 +147,12 @@ Value Value::CIDR(std::string canonical) {
   return v;
 }
 
+Value Value::Format(std::string name) {
+  Value v = String(std::move(name));
+  v.kind_ = Kind::kFormat;
+  return v;
+}
+
 Value Value::FromSemver(std::shared_ptr<const Semver> semver) {
   Value v;
   v.kind_ = Kind::kSemver;
@@ -200,6 +206,7 @@ std::string Value::TypeName() const {
     case Kind::kDuration: return "google.protobuf.Duration";
     case Kind::kIP: return "net.IP";
     case Kind::kCIDR: return "net.CIDR";
+    case Kind::kFormat: return "kubernetes.NamedFormat";
   }
   return "dyn";
 }
@@ -273,6 +280,7 @@ std::string Value::DebugString() const {
       return "duration(\"" + internal::FormatDuration(scalar_.i, static_cast<uint32_t>(nanos_)) + "\")";
     case Kind::kIP: return "ip(\"" + string_value() + "\")";
     case Kind::kCIDR: return "cidr(\"" + string_value() + "\")";
+    case Kind::kFormat: return "format." + string_value() + "()";
   }
   return "?";
 }
@@ -333,7 +341,8 @@ bool Value::Equivalent(const Value& a, const Value& b) {
     case Kind::kTimestamp: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
     case Kind::kDuration: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
     case Kind::kIP:
-    case Kind::kCIDR: return a.string_value() == b.string_value();
+    case Kind::kCIDR:
+    case Kind::kFormat: return a.string_value() == b.string_value();
     default: return false;
   }
 }
@@ -384,6 +393,7 @@ std::string Type::DebugString() const {
     case Kind::kDuration: return "google.protobuf.Duration";
     case Kind::kIP: return "net.IP";
     case Kind::kCIDR: return "net.CIDR";
+    case Kind::kFormat: return "kubernetes.NamedFormat";
   }
   return "dyn";
 }

@@ -31,6 +31,7 @@ std::string_view TypeNameOf(const Val& v) {
     case VK::kSemver: return "kubernetes.Semver";
     case VK::kIP: return "net.IP";
     case VK::kCIDR: return "net.CIDR";
+    case VK::kFormat: return "kubernetes.NamedFormat";
     case VK::kDevice: return "kubernetes.DRADevice";
     case VK::kTimestamp: return "google.protobuf.Timestamp";
     case VK::kDuration: return "google.protobuf.Duration";
@@ -256,6 +257,7 @@ bool EqualBool(const Val& a, const Val& b) {
     case VK::kSemver: return SemverEqual(*a.v, *b.v);
     case VK::kIP: return *a.ip == *b.ip;
     case VK::kCIDR: return *a.cidr == *b.cidr;
+    case VK::kFormat: return a.i == b.i;  // Format.Equal compares the names
     case VK::kDevice: return a.dev == b.dev;
     case VK::kTimestamp: return a.i == b.i && a.n == b.n;
     case VK::kDuration: return a.i == b.i && a.n == b.n;
@@ -605,6 +607,14 @@ Val FromValue(const Value& value, Arena& arena) {
       r.cidr = arena.New<CidrPrefix>(prefix);
       return r;
     }
+    case Value::Kind::kFormat: {
+      const int64_t id = FormatIdOf(value.string_value());
+      if (id < 0) return ctx.Error("unknown format \"" + value.string_value() + "\"");
+      Val r;
+      r.kind = VK::kFormat;
+      r.i = id;
+      return r;
+    }
     case Value::Kind::kTimestamp: {
       Val r;
       r.kind = VK::kTimestamp;
@@ -660,6 +670,7 @@ Value ToValue(const Val& v) {
     case VK::kSemver: return Value::FromSemver(CopySemver(*v.v));
     case VK::kIP: return Value::IP(v.ip->ToString());
     case VK::kCIDR: return Value::CIDR(v.cidr->ToString());
+    case VK::kFormat: return Value::Format(std::string(FormatName(v.i)));
     case VK::kTimestamp: return Value::Timestamp(v.i, v.n);
     case VK::kDuration: return Value::Duration(v.i, static_cast<int32_t>(v.n));
     case VK::kDevice: {

@@ -39,6 +39,7 @@ class Type {
     kDuration,   // google.protobuf.Duration
     kIP,         // net.IP (Kubernetes' IP library)
     kCIDR,       // net.CIDR (Kubernetes' CIDR library)
+    kFormat,     // kubernetes.NamedFormat (Kubernetes' format library)
   };
 
   // The default type is dyn.
@@ -59,6 +60,7 @@ class Type {
   static Type Duration() { return Type(Kind::kDuration); }
   static Type IP() { return Type(Kind::kIP); }
   static Type CIDR() { return Type(Kind::kCIDR); }
+  static Type Format() { return Type(Kind::kFormat); }
   static Type List(Type element);
   static Type Map(Type key, Type value);
   static Type Optional(Type value);

@@ -51,6 +51,9 @@ class Value {
     kIP,
     // net.CIDR of Kubernetes' CIDR library, held as its canonical text (string_value()).
     kCIDR,
+    // kubernetes.NamedFormat of Kubernetes' format library, held as its name (string_value(),
+    // e.g. "dns1123Label").
+    kFormat,
   };
 
   // A map entry; CEL maps keep insertion order here (CEL equality ignores order).
@@ -80,6 +83,8 @@ class Value {
   static Value IP(std::string canonical);
   // A CIDR prefix by its canonical text (as string(cidr) prints it); not validated here.
   static Value CIDR(std::string canonical);
+  // A named format of the format library by its name ("dns1123Label", "uuid", ...).
+  static Value Format(std::string name);
   // `nanos` in [0, 1e9) for both: a duration of -1.5s is Duration(-2, 500000000).
   static Value Timestamp(int64_t unix_seconds, int32_t nanos = 0);
   static Value Duration(int64_t seconds, int32_t nanos = 0);
@@ -94,7 +99,7 @@ class Value {
   uint64_t uint_value() const;
   double double_value() const;
   // kString, kBytes, kType (its name), kError (its message), kIP and kCIDR (their
-  // canonical text).
+  // canonical text), kFormat (its name).
   const std::string& string_value() const;
   const std::string& bytes_value() const { return string_value(); }
   const std::string& type_name() const { return string_value(); }

@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
           "write the node's ResourceSlices into it");
   AddFlag(app, "--topology-xml", options.topology_xml, "hwloc XML topology (simulated machine)");
   AddFlag(app, "--sysfs-root", options.sysfs_root, "Directory that plays /sys");
+  AddFlag(app, "--dev-root", options.dev_root,
+          "Directory that holds the host's device nodes (CDI hostPath); containers still see /dev");
   AddFlag(app, "--profiles", options.profiles_file, "Device profile configuration (YAML)");
   AddFlag(app, "--enable-device-metadata", options.enable_device_metadata,
           "Write KEP-5304 device-metadata files");

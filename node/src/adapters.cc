@@ -271,8 +271,12 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     if (!nodes.ok()) {
       return WithContext(nodes.status(), "device " + request.device + " (" + pci + ")");
     }
-    for (const std::string& node : nodes->device_nodes) out.edits.device_nodes.push_back({node, "", ""});
-    for (const std::string& node : nodes->shared_nodes) out.edits.device_nodes.push_back({node, "", ""});
+    const bool moved_dev = !options_.dev_root.empty() && options_.dev_root != "/";
+    for (const auto* list : {&nodes->device_nodes, &nodes->shared_nodes}) {
+      for (const std::string& node : *list) {
+        out.edits.device_nodes.push_back({node, moved_dev ? options_.dev_root + node : "", ""});
+      }
+    }
     if (pci != device.pci_address && devices::IsValidPciBusId(pci)) {
       device.attributes[std::string(devices::kAttrPciBusId)] = pci;
     }

@@ -205,6 +205,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     backend_options.pool = options_.node_name;
     backend_options.sysfs = sysfs_.get();
     backend_options.journal_dir = options_.state_dir + "/preparation";
+    backend_options.dev_root = options_.dev_root;
     backend_options.preparer.sriov_ledger = sriov_ledger_.get();
     backend_options.preparer.procfs = procfs_.get();
     backend_ = std::make_unique<DevicesBackend>(backend_options);

@@ -22,6 +22,7 @@ using ::devlet::testing::StatusIs;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 class AdaptersTest : public ::testing::Test {
@@ -78,6 +79,25 @@ TEST_F(AdaptersTest, BackendPreparesAGpuWithItsNumaNodeAndNodes) {
   bad_driver.config.bind_driver = "nouveau";
   EXPECT_THAT(backend.Prepare(bad_driver), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_OK(backend.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "gpu-0"}));
+}
+
+TEST_F(AdaptersTest, BackendPointsDeviceNodesBelowTheDevRoot) {
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  for (const std::string dev_root : {"", "/", "/run/simnode/dev"}) {
+    SCOPED_TRACE("dev_root " + dev_root);
+    DevicesBackend backend({.pool = "node-1",
+                            .sysfs = &fake_,
+                            .journal_dir = (dir_ / "journal").string(),
+                            .dev_root = dev_root});
+    backend.SetDevices(GpuServerDevices());
+    ASSERT_OK_AND_ASSIGN(dra_kubelet::PreparedDevice prepared, backend.Prepare(Request("gpu-0")));
+    ASSERT_THAT(prepared.edits.device_nodes, Not(IsEmpty()));
+    for (const auto& node : prepared.edits.device_nodes) {
+      ASSERT_EQ(node.path.rfind("/dev/", 0), 0u) << node.path;  // where the container sees it
+      EXPECT_EQ(node.host_path, dev_root.size() > 1 ? dev_root + node.path : "");
+    }
+    EXPECT_OK(backend.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "gpu-0"}));
+  }
 }
 
 TEST_F(AdaptersTest, BackendBindsVfioFromClassConfigAndRestoresOnUnprepare) {

@@ -64,6 +64,10 @@ struct DevicesBackendOptions {
   // needed to undo its actions after a crash. Required when `sysfs` is set.
   std::string journal_dir;
   devices::PreparerOptions preparer;
+  // Where the host's device nodes are: empty or "/" for a real machine; a simulated node (or a
+  // containerized driver install) keeps them below another directory. Containers still see the
+  // nodes at their /dev paths: CDI edits carry `hostPath` under this root.
+  std::string dev_root;
 };
 
 // DevicesBackend prepares the node's devices. Prepare looks the device up in the current set,

@@ -69,6 +69,8 @@ struct AgentOptions {
   // Simulated hardware.
   std::string sysfs_root = "/sys";
   std::string topology_xml;
+  // Directory that holds the host's device nodes (DevicesBackendOptions::dev_root); "/" normally.
+  std::string dev_root = "/";
   // Device profiles (YAML, devices/profile.h); empty: devices::DefaultProfileConfig().
   std::string profiles_file;
   bool enable_device_metadata = true;

@@ -13,6 +13,7 @@
 // this harness writes with the k8s.io/api resource/v1 types).
 //
 //	kubelet-harness --server build/dra-kubelet/dra_kubelet_test_server
+//	kubelet-harness kubelet --registry-dir DIR [--unprepare] --claim NS/NAME/UID   (one call)
 package main
 
 import (
@@ -86,6 +87,10 @@ func (t *T) Logf(format string, args ...any) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "kubelet" {
+		kubeletMain(os.Args[2:])
+		return
+	}
 	server := flag.String("server", "", "path of dra_kubelet_test_server")
 	keep := flag.Bool("keep", false, "keep the temporary directories")
 	flag.Func("server-arg", "extra argument for the server (repeatable), e.g. --store=local", func(v string) error {

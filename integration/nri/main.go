@@ -4,6 +4,7 @@
 //
 //	nri-harness test  --plugin path/to/devlet-nri-test-plugin
 //	nri-harness bench --plugin path/to/devlet-nri-test-plugin [--n 5000]
+//	nri-harness node  --plugin devlet-node --kubelet kubelet-harness ...   (node.go)
 //
 // Scenarios (test): external plugin registration + sync; pod/container lifecycle with a Go stub
 // plugin alongside (merged adjustments, UpdateContainer re-pinning); >4 KiB and ~1 MiB requests
@@ -331,6 +332,18 @@ func main() {
 	mode := os.Args[1]
 	if mode == "goplugin" {
 		goPluginMain(os.Args[2:])
+		return
+	}
+	if mode == "node" {
+		adaptation.SetPluginRegistrationTimeout(5 * time.Second)
+		adaptation.SetPluginRequestTimeout(requestTimeout)
+		logrus.SetLevel(logrus.ErrorLevel)
+		nodeMain(os.Args[2:])
+		if failures > 0 {
+			fmt.Printf("%d check(s) failed\n", failures)
+			os.Exit(1)
+		}
+		fmt.Println("PASS")
 		return
 	}
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)

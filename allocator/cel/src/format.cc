@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "eval.h"
-#include "netip.h"
+#include "neturl.h"
 #include "utf8.h"
 
 namespace devlet::cel::internal {
@@ -404,10 +404,14 @@ std::vector<std::string> Validate(FormatId id, std::string_view s) {
       return Dns1035Label(MaskTrailingDash(s));
     case kLabelValue:
       return LabelValue(s);
-    case kUri:
-      // TODO(format): url.ParseRequestURI's error text, from the URL library's parser when it
-      // lands (integration/celdiff/known_disagreements.txt lists the uri format until then).
-      return {"parse " + GoQuote(s) + ": uri format not implemented"};
+    case kUri: {
+      // url.ParseRequestURI's error, as written by Go: `parse "<text>": <reason>`.
+      GoUrl url;
+      std::string error;
+      if (ParseRequestUri(s, &url, &error))
+        return {};
+      return {error};
+    }
     case kUuid:
       if (IsUuid(s))
         return {};

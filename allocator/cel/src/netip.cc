@@ -293,7 +293,6 @@ std::string IpAddr::ToString() const {
   return out;
 }
 
-namespace {
 // netip.ParseAddr: false with *netip_error = its message; *zone = the zone text if any.
 bool ParseAddr(std::string_view text, IpAddr* out, std::string_view* zone, std::string* netip_error) {
   ParseError err;
@@ -322,6 +321,8 @@ bool ParseAddr(std::string_view text, IpAddr* out, std::string_view* zone, std::
   if (!ok) *netip_error = AddrError(text, err);
   return ok;
 }
+
+namespace {
 
 void MaskTo(IpAddr* a, int bits) {
   const int total = a->is4 ? 4 : 16;

@@ -60,6 +60,11 @@ bool ParseCidr(std::string_view text, CidrPrefix* out, std::string* error);
 // allowed", "IPv4-mapped IPv6 address \"x\" is not allowed").
 bool ParseIp(std::string_view text, IpAddr* out, std::string* error);
 
+// ParseAddr is netip.ParseAddr itself (zones allowed): false with *netip_error = Go's message
+// ("ParseAddr(\"x\"): unable to parse IP"); *zone = the text after '%' if any.
+bool ParseAddr(std::string_view text, IpAddr* out, std::string_view* zone,
+               std::string* netip_error);
+
 // GoQuote is Go's strconv.Quote (enough of it for error messages).
 std::string GoQuote(std::string_view s);
 

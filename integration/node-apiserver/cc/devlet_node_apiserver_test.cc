@@ -2,9 +2,9 @@
 // apiserver-runner (DEVLET_TEST_KUBECONFIG): on the simulated GPU server it publishes nothing
 // while its Node is missing, then ResourceSlices owned by the Node (the API server validates the
 // slices and the owner reference), recreates them when they are deleted, and stops cleanly on
-// SIGTERM. Skips without the runner.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+// SIGTERM; a claim allocated in the API server is prepared through the DRA socket and its
+// status.devices (Ready) written and cleared by devlet-node, validated by the API server. Skips
+// without the runner.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,10 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/kube/kubeconfig.h"
 #include "devlet/kube/rest_client.h"
+#include "dra/v1/api.grpc.pb.h"
 
 namespace devlet {
 namespace {
@@ -32,8 +37,10 @@ constexpr char kNode[] = "devlet-it-node";
 class DevletNodeApiServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kubeconfig_ = std::getenv("DEVLET_TEST_KUBECONFIG") ? std::getenv("DEVLET_TEST_KUBECONFIG") : "";
-    if (kubeconfig_.empty()) GTEST_SKIP() << "run through apiserver-runner";
+    kubeconfig_ =
+        std::getenv("DEVLET_TEST_KUBECONFIG") ? std::getenv("DEVLET_TEST_KUBECONFIG") : "";
+    if (kubeconfig_.empty())
+      GTEST_SKIP() << "run through apiserver-runner";
     ASSERT_OK_AND_ASSIGN(kube::RestConfig config, kube::LoadKubeconfig(kubeconfig_));
     config.qps = 50;
     config.burst = 100;
@@ -43,6 +50,7 @@ class DevletNodeApiServerTest : public ::testing::Test {
     fs::create_directories(dir_);
     ASSERT_OK(devices::testing::AddGpuServer(fake_));
   }
+
   void TearDown() override {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
@@ -58,23 +66,48 @@ class DevletNodeApiServerTest : public ::testing::Test {
   }
 
   void StartDevletNode() {
-    std::vector<std::string> args = {
-        DEVLET_NODE_BINARY, "--node-name", kNode, "--kubeconfig", kubeconfig_,
-        "--topology-xml", std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml",
-        "--sysfs-root", fake_.Root(), "--cdi-root", (dir_ / "cdi").string(),
-        "--kubelet-registrar-directory-path", (dir_ / "registry").string(),
-        "--kubelet-plugins-directory-path", (dir_ / "plugins").string(), "--nri-socket", "",
-        "--healthcheck-port", "-1", "--kube-api-qps", "50", "--kube-api-burst", "100"};
+    std::vector<std::string> args = {DEVLET_NODE_BINARY,
+                                     "--node-name",
+                                     kNode,
+                                     "--kubeconfig",
+                                     kubeconfig_,
+                                     "--topology-xml",
+                                     std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml",
+                                     "--sysfs-root",
+                                     fake_.Root(),
+                                     "--cdi-root",
+                                     (dir_ / "cdi").string(),
+                                     "--kubelet-registrar-directory-path",
+                                     (dir_ / "registry").string(),
+                                     "--kubelet-plugins-directory-path",
+                                     (dir_ / "plugins").string(),
+                                     "--nri-socket",
+                                     "",
+                                     "--healthcheck-port",
+                                     "-1",
+                                     "--kube-api-qps",
+                                     "50",
+                                     "--kube-api-burst",
+                                     "100"};
     pid_ = ::fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
       ::unsetenv("NRI_PLUGIN_SOCKET");
       std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
+      for (std::string& arg : args)
+        argv.push_back(arg.data());
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
+  }
+
+  // Waits for the Node's slices, then returns.
+  void CreateNodeAndWaitForSlices() {
+    kube::Node node;
+    node.metadata.name = kNode;
+    ASSERT_OK(store_->Create(node).status());
+    ASSERT_EQ(WaitForSlices(1).size(), 1u);
   }
 
   std::vector<kube::ResourceSlice> Slices() {
@@ -89,7 +122,8 @@ class DevletNodeApiServerTest : public ::testing::Test {
     std::vector<kube::ResourceSlice> slices;
     for (int i = 0; i < 300; ++i) {
       slices = Slices();
-      if (slices.size() == count) break;
+      if (slices.size() == count)
+        break;
       std::this_thread::sleep_for(100ms);
     }
     return slices;
@@ -129,7 +163,8 @@ TEST_F(DevletNodeApiServerTest, PublishesForItsNodeRepairsDeletedSlicesAndStopsC
   std::vector<kube::ResourceSlice> repaired;
   for (int i = 0; i < 300; ++i) {
     repaired = Slices();
-    if (!repaired.empty() && repaired[0].metadata.uid != slice.metadata.uid) break;
+    if (!repaired.empty() && repaired[0].metadata.uid != slice.metadata.uid)
+      break;
     std::this_thread::sleep_for(100ms);
   }
   ASSERT_EQ(repaired.size(), 1u);
@@ -141,7 +176,8 @@ TEST_F(DevletNodeApiServerTest, PublishesForItsNodeRepairsDeletedSlicesAndStopsC
   bool exited = false;
   for (int i = 0; i < 200 && !exited; ++i) {
     exited = ::waitpid(pid_, &status, WNOHANG) == pid_;
-    if (!exited) std::this_thread::sleep_for(50ms);
+    if (!exited)
+      std::this_thread::sleep_for(50ms);
   }
   ASSERT_TRUE(exited) << "devlet-node did not stop within 10 s of SIGTERM";
   pid_ = -1;
@@ -149,6 +185,108 @@ TEST_F(DevletNodeApiServerTest, PublishesForItsNodeRepairsDeletedSlicesAndStopsC
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_FALSE(fs::exists(dir_ / "registry" / "devlet.io-reg.sock"));
   EXPECT_EQ(Slices().size(), 1u) << "slices stay published across a restart";
+}
+
+// The scheduler's part done in the API server (a claim allocated gpu-0 of this node and reserved
+// for a pod), the kubelet's part over the DRA socket: devlet-node reads the claim from the API
+// server, prepares gpu-0, writes its CDI spec, and publishes status.devices with a Ready
+// condition by server-side apply, which the API server validates against the allocation;
+// unprepare removes the spec and the entry.
+TEST_F(DevletNodeApiServerTest, PreparesAnApiServerClaimAndWritesItsDeviceStatus) {
+  StartDevletNode();
+  CreateNodeAndWaitForSlices();
+
+  ASSERT_OK_AND_ASSIGN(kube::ResourceClaim claim, kube::DecodeOne<kube::ResourceClaim>(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: it-gpu, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.devlet.io}
+)"));
+  ASSERT_OK_AND_ASSIGN(kube::Object created, store_->Create(claim));
+  claim = std::get<kube::ResourceClaim>(created);
+  kube::AllocationResult allocation;
+  kube::DeviceRequestAllocationResult gpu;
+  gpu.request = "gpu";
+  gpu.driver = "devlet.io";
+  gpu.pool = kNode;
+  gpu.device = "gpu-0";
+  allocation.devices.results = {gpu};
+  claim.status.allocation = allocation;
+  claim.status.reserved_for = {{.api_group = "",
+                                .resource = "pods",
+                                .name = "trainer",
+                                .uid = "0f0e0d0c-0000-4000-8000-0000000000aa"}};
+  ASSERT_OK_AND_ASSIGN(kube::Object allocated, store_->UpdateStatus(claim));
+  const std::string uid = kube::MetadataOf(allocated).uid;
+
+  auto channel =
+      grpc::CreateChannel("unix:" + (dir_ / "plugins" / "devlet.io" / "dra.sock").string(),
+                          grpc::InsecureChannelCredentials());
+  auto dra = k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::NewStub(channel);
+  k8s::io::kubelet::pkg::apis::dra::v1::NodePrepareResourcesRequest prepare;
+  auto* ref = prepare.add_claims();
+  ref->set_namespace_("default");
+  ref->set_name("it-gpu");
+  ref->set_uid(uid);
+  k8s::io::kubelet::pkg::apis::dra::v1::NodePrepareResourcesResponse prepared;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    ASSERT_TRUE(dra->NodePrepareResources(&context, prepare, &prepared).ok());
+  }
+  ASSERT_TRUE(prepared.claims().contains(uid));
+  const auto& result = prepared.claims().at(uid);
+  ASSERT_EQ(result.error(), "");
+  ASSERT_EQ(result.devices_size(), 1);
+  EXPECT_EQ(result.devices(0).device_name(), "gpu-0");
+  EXPECT_EQ(result.devices(0).pool_name(), kNode);
+  EXPECT_GT(result.devices(0).cdi_device_ids_size(), 0);
+  EXPECT_FALSE(fs::is_empty(dir_ / "cdi"));
+
+  // status.devices arrives asynchronously (devlet-node's writer thread, after the answer).
+  auto device_statuses = [&] {
+    absl::StatusOr<kube::ResourceClaim> now =
+        kube::GetAs<kube::ResourceClaim>(*store_, "default", "it-gpu");
+    EXPECT_OK(now.status());
+    return now.ok() ? now->status.devices : std::vector<kube::AllocatedDeviceStatus>();
+  };
+  std::vector<kube::AllocatedDeviceStatus> statuses;
+  for (int i = 0; i < 100 && statuses.empty(); ++i) {
+    statuses = device_statuses();
+    if (statuses.empty())
+      std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(statuses.size(), 1u) << "no status.devices written within 10 s";
+  EXPECT_EQ(statuses[0].driver, "devlet.io");
+  EXPECT_EQ(statuses[0].pool, kNode);
+  EXPECT_EQ(statuses[0].device, "gpu-0");
+  ASSERT_FALSE(statuses[0].conditions.empty());
+  EXPECT_EQ(statuses[0].conditions[0].type, "Ready");
+  EXPECT_EQ(statuses[0].conditions[0].status, "True");
+
+  k8s::io::kubelet::pkg::apis::dra::v1::NodeUnprepareResourcesRequest unprepare;
+  *unprepare.add_claims() = *ref;
+  k8s::io::kubelet::pkg::apis::dra::v1::NodeUnprepareResourcesResponse unprepared;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    ASSERT_TRUE(dra->NodeUnprepareResources(&context, unprepare, &unprepared).ok());
+  }
+  ASSERT_TRUE(unprepared.claims().contains(uid));
+  EXPECT_EQ(unprepared.claims().at(uid).error(), "");
+  EXPECT_TRUE(fs::is_empty(dir_ / "cdi")) << "CDI spec left after unprepare";
+  for (int i = 0; i < 100 && !statuses.empty(); ++i) {
+    statuses = device_statuses();
+    if (!statuses.empty())
+      std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(statuses.empty()) << "status.devices not cleared within 10 s of unprepare";
+  (void)store_->Delete(kube::Kind::kResourceClaim, {.namespace_name = "default", .name = "it-gpu"},
+                       "");
 }
 
 }  // namespace

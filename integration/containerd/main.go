@@ -8,6 +8,8 @@
 // the plugin attached.
 //
 //	containerd-nri-test --bin DIR --plugin devlet-nri-test-plugin [--timings 7] [--keep]
+//	containerd-nri-test --bin DIR --node devlet-node --kubelet kubelet-harness --simnode S \
+//	    --topology XML --examples examples/node      (the whole agent: node.go)
 //
 // DIR holds containerd, ctr, containerd-shim-runc-v2 and crictl (build.sh). Exit status 0: pass,
 // 1: a check failed, 77: this machine cannot run containers (the reason is printed).
@@ -684,7 +686,8 @@ func (h *harness) checkGpuContainer(id string, viaEdits bool) *ociSpec {
 	return spec
 }
 
-func (h *harness) run(timings int) {
+// boot starts containerd and imports the test images.
+func (h *harness) boot() {
 	fmt.Printf("--- containerd %s, snapshotter %s, runc %s; NUMA node %d CPUs %s\n", h.bin,
 		h.snapshotter, h.runc, h.numaNode, h.nodeCPUs)
 	if err := writeImageArchive(filepath.Join(h.dir, "images.tar"), "/bin/busybox", []imageSpec{
@@ -700,6 +703,10 @@ func (h *harness) run(timings int) {
 		h.fatal("ctr images import: %v: %s", err, out)
 	}
 	h.crictl("inspecti", pauseImage)
+}
+
+func (h *harness) run(timings int) {
+	h.boot()
 
 	fmt.Println("--- devlet's plugin (CDI policy edits) registers with containerd's NRI")
 	h.startPlugin("edits")
@@ -869,8 +876,18 @@ func main() {
 	runc := flag.String("runc", "", "runc binary (default: from PATH)")
 	timings := flag.Int("timings", 6, "crictl create timings per mode (0: none)")
 	keep := flag.Bool("keep", false, "keep the temp dir")
+	var node nodeBins
+	flag.StringVar(&node.node, "node", "", "devlet-node binary: run the whole agent instead of --plugin (node.go)")
+	flag.StringVar(&node.kubelet, "kubelet", "", "with --node: kubelet-harness (integration/kubelet)")
+	flag.StringVar(&node.simnode, "simnode", "", "with --node: devlet-simnode")
+	flag.StringVar(&node.topology, "topology", "", "with --node: dgx-2s-8gpu-2nic.xml")
+	flag.StringVar(&node.examples, "examples", "", "with --node: examples/node")
 	flag.Parse()
-	if *bin == "" || *plugin == "" {
+	if node.node != "" && (node.kubelet == "" || node.simnode == "" || node.topology == "" || node.examples == "") {
+		fmt.Fprintln(os.Stderr, "--node needs --kubelet, --simnode, --topology and --examples")
+		os.Exit(2)
+	}
+	if *bin == "" || (*plugin == "" && node.node == "") {
 		fmt.Fprintln(os.Stderr, "usage: containerd-nri-test --bin DIR --plugin PATH [--timings N] [--keep]")
 		os.Exit(2)
 	}
@@ -885,7 +902,11 @@ func main() {
 	h.prerequisites()
 	h.topology()
 	h.files()
-	h.run(*timings)
+	if node.node != "" {
+		h.runNode(node)
+	} else {
+		h.run(*timings)
+	}
 	if failures > 0 {
 		h.dumpLogs()
 	}

@@ -1705,7 +1705,7 @@ class Planner {
         {"uint", {{"i", TK::kUint}, {"u", TK::kUint}, {"d", TK::kUint}, {"s", TK::kUint}}},
         {"double", {{"i", TK::kDouble}, {"u", TK::kDouble}, {"d", TK::kDouble}, {"s", TK::kDouble}}},
         {"string", {{"i", TK::kString}, {"u", TK::kString}, {"d", TK::kString}, {"s", TK::kString},
-                    {"b", TK::kString}, {"B", TK::kString}, {"T", TK::kString}, {"Z", TK::kString},
+                    {"b", TK::kString}, {"B", TK::kString}, {"Z", TK::kString},
                     {"D", TK::kString}, {"P", TK::kString}, {"C", TK::kString}}},
         {"bytes", {{"s", TK::kBytes}, {"b", TK::kBytes}}},
         {"bool", {{"B", TK::kBool}, {"s", TK::kBool}}},

@@ -70,23 +70,13 @@ func kubeletMain(args []string) {
 		if err != nil {
 			t.Fatalf("NodeUnprepareResources: %v", err)
 		}
-		for uid, c := range r.Claims {
-			if c.Error != "" {
-				claimErrors = append(claimErrors, uid+": "+c.Error)
-			}
-		}
-		resp = r
+		resp, claimErrors = r, errorsOf(r.Claims)
 	} else {
 		r, err := client.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: claims})
 		if err != nil {
 			t.Fatalf("NodePrepareResources: %v", err)
 		}
-		for uid, c := range r.Claims {
-			if c.Error != "" {
-				claimErrors = append(claimErrors, uid+": "+c.Error)
-			}
-		}
-		resp = r
+		resp, claimErrors = r, errorsOf(r.Claims)
 	}
 	out, err := protojson.MarshalOptions{Multiline: true}.Marshal(resp)
 	if err != nil {
@@ -97,6 +87,17 @@ func kubeletMain(args []string) {
 		return
 	}
 	t.Fatalf("claim errors: %s", strings.Join(claimErrors, "; "))
+}
+
+// errorsOf lists "uid: error" for every claim answered with an error.
+func errorsOf[C interface{ GetError() string }](claims map[string]C) []string {
+	var out []string
+	for uid, c := range claims {
+		if c.GetError() != "" {
+			out = append(out, uid+": "+c.GetError())
+		}
+	}
+	return out
 }
 
 // findRegistrationSocket polls DIR for a registration socket (the kubelet's plugin watcher skips

@@ -7,6 +7,7 @@
 // byte, because a selector can compare or print them.
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>

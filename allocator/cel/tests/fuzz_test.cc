@@ -84,5 +84,30 @@ TEST(FuzzTest, HostileButValidExpressions) {
   }
 }
 
+// The format library's validators (and Go net/url parsing behind `uri`) on arbitrary attribute
+// strings, invalid UTF-8 included: every format answers none or a non-empty list of messages.
+TEST(FuzzTest, FormatValidatorsOnRandomStrings) {
+  const char* kFormats[] = {"dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
+                            "dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix",
+                            "labelValue", "uri", "uuid", "byte", "date", "datetime"};
+  const std::string kAlphabet = "aZ09-_./:@?#[]%25+=tTzZ \\x80\xc3\xa9";
+  std::mt19937 rng(7);
+  for (const char* format : kFormats) {
+    absl::StatusOr<Program> p = dra::CompileSelector(
+        std::string("format.") + format +
+        "().validate(device.attributes[\"dra.example.com\"].s).orValue([\"ok\"]).size() > 0");
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (int i = 0; i < 2000; ++i) {
+      std::string s(rng() % 24, ' ');
+      for (char& c : s) c = kAlphabet[rng() % kAlphabet.size()];
+      dra::SimpleDevice device("dra.example.com");
+      device.SetString("s", s);
+      absl::StatusOr<bool> matched = dra::Match(*p, device);
+      ASSERT_TRUE(matched.ok()) << format << " " << s << ": " << matched.status();
+      EXPECT_TRUE(*matched) << format << " " << s;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace devlet::cel

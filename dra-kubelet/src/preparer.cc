@@ -165,6 +165,14 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
         }
         d["attributes"] = std::move(attributes);
       }
+      if (const auto& net = device.prepared.network_data) {
+        // NetworkDeviceData: every field is omitempty.
+        ordered_json n = ordered_json::object();
+        if (!net->interface_name.empty()) n["interfaceName"] = net->interface_name;
+        if (!net->ips.empty()) n["ips"] = net->ips;
+        if (!net->hardware_address.empty()) n["hardwareAddress"] = net->hardware_address;
+        d["networkData"] = std::move(n);
+      }
       devices.push_back(std::move(d));
     }
     std::string stream;
@@ -175,7 +183,7 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
       object["metadata"] = {{"name", record.claim.name},
                             {"namespace", record.claim.namespace_name},
                             {"uid", uid},
-                            {"generation", 1}};
+                            {"generation", record.metadata_generation}};
       if (record.pod_claim_name) object["podClaimName"] = *record.pod_claim_name;
       object["requests"] = ordered_json::array({{{"name", request}, {"devices", devices}}});
       stream += object.dump() + "\n";
@@ -735,6 +743,50 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
     }
   }
   return results;
+}
+
+absl::Status ClaimPreparer::UpdateNetworkData(const std::string& claim_uid,
+                                              const std::vector<DeviceNetworkUpdate>& updates) {
+  std::lock_guard lock(mutex_);  // Serialized with batches and unprepare: one record writer.
+  SerializeLock file_lock(options_.serialize_lock_path);
+  DEVLET_RETURN_IF_ERROR(file_lock.status());
+  DEVLET_ASSIGN_OR_RETURN(std::optional<ClaimRecord> found, checkpoint_.Get(claim_uid));
+  if (!found) {
+    return NotFound("claim UID " + claim_uid + " is not prepared on this node");
+  }
+  ClaimRecord record = *std::move(found);
+  const std::string who = "ResourceClaim " + record.claim.Display() + " (UID " + claim_uid + ")";
+  if (record.state != ClaimState::kPrepareCompleted) {
+    return FailedPrecondition(who + " is still being prepared");
+  }
+  bool changed = false;
+  for (const DeviceNetworkUpdate& update : updates) {
+    auto it = std::find_if(record.devices.begin(), record.devices.end(),
+                           [&](const PreparedDeviceRecord& d) {
+                             return d.pool == update.pool && d.device == update.device &&
+                                    d.share_id == update.share_id;
+                           });
+    if (it == record.devices.end()) {
+      return InvalidArgument(who + " has no prepared device " + update.pool + "/" + update.device);
+    }
+    if (it->prepared.network_data != update.network_data) {
+      it->prepared.network_data = update.network_data;
+      changed = true;
+    }
+  }
+  if (!changed) return absl::OkStatus();
+  ++record.metadata_generation;
+  // The record first: if the files cannot be written now, a repeated prepare writes them from it.
+  DEVLET_RETURN_IF_ERROR(WithContext(checkpoint_.Put(record), who + ": recording network data"));
+  DEVLET_RETURN_IF_ERROR(WithContext(EnsureFiles(record), who + ": updating device metadata"));
+  if (options_.status_writer != nullptr) {
+    QueueStatus({record.claim,
+                 ReadyDeviceStatuses(record, static_cast<std::int64_t>(std::time(nullptr)))});
+  }
+  log::Logger().V(2).Info("Recorded network data", "claim", record.claim.Display(), "uid",
+                          claim_uid, "devices", updates.size(), "metadataGeneration",
+                          record.metadata_generation);
+  return absl::OkStatus();
 }
 
 // ---- ResourceClaim status ----------------------------------------------------------------------

@@ -104,6 +104,7 @@ nlohmann::ordered_json RecordToJson(const ClaimRecord& record) {
   out["devices"] = std::move(devices);
   out["cdiSpecFiles"] = record.cdi_spec_files;
   out["metadataFiles"] = record.metadata_files;
+  if (record.metadata_generation != 1) out["metadataGeneration"] = record.metadata_generation;
   return out;
 }
 
@@ -146,6 +147,11 @@ absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in) {
     }
     record.cdi_spec_files = in.at("cdiSpecFiles").get<std::vector<std::string>>();
     record.metadata_files = in.at("metadataFiles").get<std::vector<std::string>>();
+    record.metadata_generation = in.value("metadataGeneration", std::int64_t{1});
+    if (record.metadata_generation < 1) {
+      return InvalidArgument("claim entry " + record.claim.uid + ": metadataGeneration " +
+                             std::to_string(record.metadata_generation) + " is not positive");
+    }
     return record;
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("malformed claim entry: ") + e.what());

@@ -161,6 +161,58 @@ TEST_F(PreparerTest, RepeatedPrepareIsIdempotentAndRegeneratesLostFiles) {
   EXPECT_TRUE(Exists(CdiPath("gpu.devlet.test_metadata_uid-a_gpu.json")));
 }
 
+// Deferred metadata (KEP-5304): network data learnt at RunPodSandbox rewrites the request's file
+// with generation + 1, is kept in the checkpoint (a repeated prepare renders the same file), and
+// the files still go with the claim.
+TEST_F(PreparerTest, NetworkDataUpdatesTheMetadataFileFromTheRecord) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"nic", "gpu-0"}, {"gpu", "gpu-1"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  auto first_object = [&](const std::string& request) {
+    std::string stream = ReadFile(MetadataFile("a", request));
+    return nlohmann::json::parse(stream.substr(0, stream.find('\n')));
+  };
+  EXPECT_FALSE(first_object("nic")["requests"][0]["devices"][0].contains("networkData"));
+  const std::string spec_before = ReadFile(ClaimSpec("uid-a"));
+
+  NetworkData net{"ens1f0np0", {"10.244.1.7/32", "fd00::7/128"}, "b8:3f:d2:0a:00:10"};
+  ASSERT_OK(preparer_->UpdateNetworkData("uid-a", {{kPool, "gpu-0", std::nullopt, net}}));
+  nlohmann::json object = first_object("nic");
+  EXPECT_EQ(object["metadata"]["generation"], 2);
+  EXPECT_EQ(object["requests"][0]["devices"][0]["networkData"],
+            nlohmann::json::parse(R"({"interfaceName":"ens1f0np0",
+                                      "ips":["10.244.1.7/32","fd00::7/128"],
+                                      "hardwareAddress":"b8:3f:d2:0a:00:10"})"));
+  // Both API versions of the stream carry it.
+  std::string stream = ReadFile(MetadataFile("a", "nic"));
+  EXPECT_EQ(nlohmann::json::parse(stream.substr(stream.find('\n') + 1))["requests"][0]["devices"][0]
+                ["networkData"]["interfaceName"],
+            "ens1f0np0");
+  EXPECT_FALSE(first_object("gpu")["requests"][0]["devices"][0].contains("networkData"));
+  EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), spec_before);
+
+  // The same data again changes nothing (no new generation).
+  const std::string updated = ReadFile(MetadataFile("a", "nic"));
+  ASSERT_OK(preparer_->UpdateNetworkData("uid-a", {{kPool, "gpu-0", std::nullopt, net}}));
+  EXPECT_EQ(ReadFile(MetadataFile("a", "nic")), updated);
+
+  // A reboot loses the file: the repeated prepare renders it from the record, network data and
+  // generation included.
+  std::filesystem::remove(MetadataFile("a", "nic"));
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  EXPECT_EQ(ReadFile(MetadataFile("a", "nic")), updated);
+
+  EXPECT_THAT(preparer_->UpdateNetworkData("uid-a", {{kPool, "gpu-9", std::nullopt, net}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no prepared device node-1/gpu-9")));
+  EXPECT_THAT(preparer_->UpdateNetworkData("uid-x", {}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("uid-x")));
+
+  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+  EXPECT_FALSE(Exists(dir_.path() + "/data/dra-device-metadata/default_a"));
+  EXPECT_THAT(preparer_->UpdateNetworkData("uid-a", {{kPool, "gpu-0", std::nullopt, net}}),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 // The CDI writer may skip fsync: a power loss can leave a spec empty, or a file stale. A repeated
 // prepare compares every file with what the record renders and rewrites what differs.
 TEST_F(PreparerTest, RepeatedPrepareRepairsEmptyAndStaleFiles) {

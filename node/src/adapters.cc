@@ -1,5 +1,6 @@
 #include "devlet/node/adapters.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -409,6 +410,118 @@ std::optional<CheckpointClaimsView::CpuAllocation> CheckpointClaimsView::CpuAllo
   std::lock_guard<std::mutex> lock(cache_mu_);
   cache_[claim.uid] = out;
   return out;
+}
+
+absl::StatusOr<std::string> PodIpToCidr(std::string_view ip) {
+  std::string address(ip);
+  std::optional<int> prefix;
+  if (auto slash = address.find('/'); slash != std::string::npos) {
+    const std::string bits = address.substr(slash + 1);
+    address.resize(slash);
+    if (bits.empty() || bits.size() > 3 ||
+        !std::all_of(bits.begin(), bits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return InvalidArgument("pod address \"" + std::string(ip) + "\" has a bad prefix length");
+    }
+    prefix = std::stoi(bits);
+  }
+  unsigned char buffer[16];
+  int max_prefix = 0;
+  if (::inet_pton(AF_INET, address.c_str(), buffer) == 1) {
+    max_prefix = 32;
+  } else if (::inet_pton(AF_INET6, address.c_str(), buffer) == 1) {
+    max_prefix = 128;
+  } else {
+    return InvalidArgument("pod address \"" + std::string(ip) + "\" is not an IP address");
+  }
+  if (prefix && *prefix > max_prefix) {
+    return InvalidArgument("pod address \"" + std::string(ip) + "\" has a prefix longer than " +
+                           std::to_string(max_prefix));
+  }
+  return address + "/" + std::to_string(prefix.value_or(max_prefix));
+}
+
+void CheckpointClaimsView::SetNetworkUpdater(NetworkUpdater updater, const devices::Sysfs* sysfs) {
+  network_updater_ = std::move(updater);
+  sysfs_ = sysfs;
+}
+
+namespace {
+
+std::string TrimSpace(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  size_t start = 0;
+  while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+  return text.substr(start);
+}
+
+std::string AttributeOr(const state::PreparedDevice& device, const std::string& name) {
+  auto it = device.attributes.find(name);
+  return it == device.attributes.end() ? "" : it->second;
+}
+
+// NetdevOf returns the interface name and MAC of the function's netdev as sysfs shows it now;
+// nullopt when sysfs is known and shows none (e.g. bound to vfio-pci).
+std::optional<std::pair<std::string, std::string>> NetdevOf(const devices::Sysfs* sysfs,
+                                                            const state::PreparedDevice& device) {
+  const std::string pci = AttributeOr(device, std::string(devices::kAttrPciBusId));
+  if (sysfs == nullptr || pci.empty()) {
+    std::string name = AttributeOr(device, "interface");
+    if (name.empty()) return std::nullopt;
+    return std::make_pair(name, AttributeOr(device, "mac"));
+  }
+  const std::string net = "bus/pci/devices/" + pci + "/net";
+  absl::StatusOr<std::vector<std::string>> names = sysfs->ListDir(net);
+  if (!names.ok() || names->empty()) return std::nullopt;
+  std::sort(names->begin(), names->end());
+  const std::string& name = names->front();
+  std::string mac = TrimSpace(sysfs->ReadFile(net + "/" + name + "/address").value_or(""));
+  if (mac.empty()) mac = AttributeOr(device, "mac");
+  return std::make_pair(name, mac);
+}
+
+}  // namespace
+
+absl::Status CheckpointClaimsView::PodNetworkReady(const nri::PodNetwork& network) const {
+  if (!network_updater_) return absl::OkStatus();
+  DEVLET_ASSIGN_OR_RETURN(std::vector<state::PreparedClaim> claims,
+                          store_.FindByPod(network.pod_uid));
+  std::vector<std::string> ips;
+  for (const std::string& ip : network.ips) {
+    absl::StatusOr<std::string> cidr = PodIpToCidr(ip);
+    if (!cidr.ok()) {
+      log::Logger().Error(cidr.status(), "Ignoring a pod address", "pod",
+                          network.namespace_name + "/" + network.name);
+      continue;
+    }
+    if (std::find(ips.begin(), ips.end(), *cidr) == ips.end()) ips.push_back(*cidr);
+  }
+  for (const state::PreparedClaim& claim : claims) {
+    if (claim.state != state::ClaimState::kPrepareCompleted) continue;
+    const std::string who = "claim " + claim.namespace_name + "/" + claim.name;
+    std::vector<dra_kubelet::DeviceNetworkUpdate> updates;
+    for (const state::PreparedDevice& device : claim.devices) {
+      const std::string type = AttributeOr(device, "type");
+      if (type != "nic" && type != "vf") continue;
+      std::optional<std::pair<std::string, std::string>> netdev = NetdevOf(sysfs_, device);
+      if (!netdev) continue;
+      dra_kubelet::DeviceNetworkUpdate update;
+      update.pool = device.pool;
+      update.device = device.device;
+      if (!device.share_id.empty()) update.share_id = device.share_id;
+      update.network_data = {netdev->first, ips, netdev->second};
+      updates.push_back(std::move(update));
+    }
+    if (updates.empty()) continue;
+    if (claim.pod_uids.size() > 1) {
+      log::Logger().V(1).Info("No network data for a claim shared by several pods", "claim",
+                              claim.namespace_name + "/" + claim.name, "pods", claim.pod_uids.size());
+      continue;
+    }
+    absl::Status status = network_updater_(claim.uid, updates);
+    if (absl::IsNotFound(status)) continue;  // unprepared meanwhile
+    DEVLET_RETURN_IF_ERROR(WithContext(status, who + ": recording the network data of the pod"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<nri::PreparedClaim> CheckpointClaimsView::ClaimsForPod(std::string_view pod_uid) const {

@@ -279,6 +279,14 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
 
     // 4. NRI, after registration.
     view_ = std::make_unique<CheckpointClaimsView>(checkpoint_->store(), options_.cdi_root, &store_);
+    // RunPodSandbox: network devices learn the pod's network; the preparer that wrote the
+    // metadata files rewrites them from its record (one writer, same rendering).
+    view_->SetNetworkUpdater(
+        [this](const std::string& claim_uid,
+               const std::vector<dra_kubelet::DeviceNetworkUpdate>& updates) {
+          return preparer_->UpdateNetworkData(claim_uid, updates);
+        },
+        sysfs_.get());
     nri::DevletPluginOptions nri_options;
     nri_options.cdi_policy = options_.cdi_policy;
     nri_options.numa_cpus = NumaCpuLists(rescanner_->inventory().cpu);

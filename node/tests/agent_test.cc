@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -20,10 +21,14 @@
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/devices/watcher.h"
 #include "devlet/kube/client.h"
+#include "devlet/node/adapters.h"
 #include "devlet/node/agent.h"
 #include "devlet/node/health_server.h"
 #include "devlet/node/metrics.h"
 #include "devlet/kube/codec.h"
+#include "devlet/nri/runtime_session.h"
+#include "devlet/nri/socket.h"
+#include "nlohmann/json.hpp"
 #include "dra-health/v1/api.grpc.pb.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -161,6 +166,77 @@ TEST_F(AgentTest, HealthTaintsFollowLinkAndRemovalAndGoAwayOnRecovery) {
   taints = Taints();
   EXPECT_FALSE(taints.contains("nic-0"));
   EXPECT_TRUE(taints.contains("gpu-7"));
+  agent->Stop();
+}
+
+// AER as a health source at agent level: PCIe AER counters of gpu-3 that grow taint it in the
+// published slice (non-fatal: NoSchedule; fatal: NoExecute, not downgraded by later non-fatal
+// ones) and make it UNHEALTHY in the kubelet's DRAResourceHealth stream; AER has no "cleared"
+// state in sysfs (the counters only grow until a reset), so devlet calls the device recovered
+// after HealthOptions::aer_recovery_checks (3) checks without new errors: taint and Unhealthy go.
+TEST_F(AgentTest, AerErrorsTaintUntilQuietChecks) {
+  constexpr char kGpu3[] = "0000:3a:00.0";
+  // Counters present at the first check are the baseline (errors from before devlet started).
+  ASSERT_OK(fake_.SetAerCounter(kGpu3, "fatal", 0));
+  ASSERT_OK(fake_.SetAerCounter(kGpu3, "nonfatal", 4));
+  ASSERT_OK(fake_.SetAerCounter(kGpu3, "correctable", 0));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
+  EXPECT_EQ(agent->CheckHealthNow(), 0);
+  EXPECT_THAT(Taints(), IsEmpty());
+
+  auto channel = grpc::CreateChannel("unix://" + agent->Status().dra_socket,
+                                     grpc::InsecureChannelCredentials());
+  auto health = ::v1::DRAResourceHealth::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto reader = health->NodeWatchResources(&context, {});
+  ::v1::NodeWatchResourcesResponse snapshot;
+  ASSERT_TRUE(reader->Read(&snapshot));
+  auto entry_of = [&](const std::string& device) -> const ::v1::DeviceHealth* {
+    for (const auto& entry : snapshot.devices()) {
+      if (entry.device().device_name() == device) return &entry;
+    }
+    return nullptr;
+  };
+  auto read_until = [&](int want) {
+    for (int i = 0; i < 10; ++i) {
+      const ::v1::DeviceHealth* entry = entry_of("gpu-3");
+      if (entry != nullptr && entry->health() == want) return true;
+      if (!reader->Read(&snapshot)) return false;
+    }
+    return false;
+  };
+  ASSERT_TRUE(read_until(::v1::HEALTHY));
+
+  // Two new non-fatal errors.
+  ASSERT_OK(fake_.SetAerCounter(kGpu3, "nonfatal", 6));
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  auto taints = Taints();
+  ASSERT_TRUE(taints.contains("gpu-3"));
+  EXPECT_EQ(taints["gpu-3"][0].key, "devlet.io/unhealthy");
+  EXPECT_EQ(taints["gpu-3"][0].value, "AERNonFatalError");
+  EXPECT_EQ(taints["gpu-3"][0].effect, "NoSchedule");
+  ASSERT_TRUE(read_until(::v1::UNHEALTHY));
+  EXPECT_THAT(entry_of("gpu-3")->message(), HasSubstr("AERNonFatalError"));
+  EXPECT_THAT(entry_of("gpu-3")->message(), HasSubstr("2 new non-fatal PCIe AER error(s)"));
+
+  // A fatal error: NoExecute.
+  ASSERT_OK(fake_.SetAerCounter(kGpu3, "fatal", 1));
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  taints = Taints();
+  ASSERT_TRUE(taints.contains("gpu-3"));
+  EXPECT_EQ(taints["gpu-3"][0].value, "AERFatalError");
+  EXPECT_EQ(taints["gpu-3"][0].effect, "NoExecute");
+
+  // Quiet checks: still unhealthy for two, recovered at the third.
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  EXPECT_EQ(agent->CheckHealthNow(), 1);
+  EXPECT_EQ(Taints()["gpu-3"][0].value, "AERFatalError");
+  EXPECT_EQ(agent->CheckHealthNow(), 0);
+  EXPECT_THAT(Taints(), IsEmpty());
+  EXPECT_TRUE(read_until(::v1::HEALTHY));
+  context.TryCancel();
+  reader->Finish();
   agent->Stop();
 }
 
@@ -349,6 +425,153 @@ status:
   for (int i = 0; i < 500 && !devices().empty(); ++i) std::this_thread::sleep_for(10ms);
   EXPECT_THAT(devices(), IsEmpty());
   agent->Stop();
+}
+
+// KEP-5304 deferred metadata through the real sockets: a NIC claim prepared over the DRA socket
+// gets a metadata file without network data; the runtime's RunPodSandbox over NRI (with the pod's
+// addresses after CNI) rewrites it with generation 2 and networkData (the netdev of nic-0 as
+// sysfs shows it, the pod's IPs as CIDRs) and publishes the same in status.devices; the file
+// is the one the container's CDI mount names; unprepare removes it.
+TEST_F(AgentTest, NriRunPodSandboxAddsNetworkData) {
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: fast-net, namespace: net, uid: claim-uid-nic}
+spec: {devices: {requests: [{name: nic, exactly: {deviceClassName: nic.devlet.io}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: nic, driver: devlet.io, pool: node-1, device: nic-0}]
+  reservedFor: [{resource: pods, name: p, uid: pod-uid-nic}]
+)"));
+  ASSERT_OK(store_->Create(objects.at(0)).status());
+  AgentOptions options = Options();
+  // A short path: sun_path holds 108 bytes.
+  options.nri_socket = "/tmp/node-agent-nri-" + std::to_string(::getpid()) + ".sock";
+  options.nri_after_registration = false;
+  ASSERT_OK_AND_ASSIGN(nri::UniqueFd listener, nri::ListenUnix(options.nri_socket));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<nri::RuntimeSession> runtime,
+                       nri::RuntimeSession::Accept(listener.get(), 10s));
+  ASSERT_OK(runtime->Configure({}).status());
+  ASSERT_OK(runtime->Synchronize({}, {}).status());
+
+  namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+  auto dra = drav1::DRAPlugin::NewStub(grpc::CreateChannel(
+      "unix://" + agent->Status().dra_socket, grpc::InsecureChannelCredentials()));
+  auto claim_ref = [](auto* claim) {
+    claim->set_namespace_("net");
+    claim->set_name("fast-net");
+    claim->set_uid("claim-uid-nic");
+  };
+  std::vector<std::string> cdi_ids;
+  {
+    drav1::NodePrepareResourcesRequest request;
+    claim_ref(request.add_claims());
+    drav1::NodePrepareResourcesResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 20s);
+    ASSERT_TRUE(dra->NodePrepareResources(&context, request, &response).ok());
+    const auto& prepared = response.claims().at("claim-uid-nic");
+    ASSERT_EQ(prepared.error(), "");
+    ASSERT_EQ(prepared.devices_size(), 1);
+    cdi_ids.assign(prepared.devices(0).cdi_device_ids().begin(),
+                   prepared.devices(0).cdi_device_ids().end());
+  }
+  const fs::path metadata_dir = dir_ / "plugins/devlet.io/dra-device-metadata/net_fast-net";
+  const fs::path metadata_file = metadata_dir / "nic/metadata.json";
+  auto first_object = [&]() -> nlohmann::json {
+    std::ifstream in(metadata_file);
+    std::string line;
+    if (!std::getline(in, line)) return nullptr;
+    return nlohmann::json::parse(line);
+  };
+  nlohmann::json before = first_object();
+  ASSERT_FALSE(before.is_null());
+  EXPECT_EQ(before["metadata"]["generation"], 1);
+  EXPECT_FALSE(before["requests"][0]["devices"][0].contains("networkData"));
+
+  nri::api::RunPodSandboxRequest run;
+  run.mutable_pod()->set_id("sandbox-1");
+  run.mutable_pod()->set_uid("pod-uid-nic");
+  run.mutable_pod()->set_name("p");
+  run.mutable_pod()->set_namespace_("net");
+  run.mutable_pod()->add_ips("10.244.1.7");
+  run.mutable_pod()->add_ips("fd00:10:244:1::7");
+  ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+
+  // Done when RunPodSandbox returns: the file is complete before any container starts.
+  nlohmann::json after = first_object();
+  ASSERT_FALSE(after.is_null());
+  EXPECT_EQ(after["metadata"]["generation"], 2);
+  const nlohmann::json& device = after["requests"][0]["devices"][0];
+  EXPECT_EQ(device["name"], "nic-0");
+  EXPECT_EQ(device["attributes"]["resource.kubernetes.io/pciBusID"]["string"], kNic0);
+  EXPECT_EQ(device["networkData"], nlohmann::json::parse(R"({"interfaceName": "ens1f0np0",
+      "ips": ["10.244.1.7/32", "fd00:10:244:1::7/128"], "hardwareAddress": "b8:3f:d2:0a:00:10"})"));
+
+  // status.devices[].networkData: written off the runtime's path, so wait for it.
+  auto network_data = [&]() -> std::optional<kube::NetworkDeviceData> {
+    absl::StatusOr<kube::ResourceClaim> claim =
+        kube::GetAs<kube::ResourceClaim>(*store_, "net", "fast-net");
+    if (!claim.ok() || claim->status.devices.empty()) return std::nullopt;
+    return claim->status.devices[0].network_data;
+  };
+  for (int i = 0; i < 500 && !network_data(); ++i) std::this_thread::sleep_for(10ms);
+  std::optional<kube::NetworkDeviceData> published = network_data();
+  ASSERT_TRUE(published.has_value());
+  EXPECT_EQ(published->interface_name, "ens1f0np0");
+  EXPECT_EQ(published->hardware_address, "b8:3f:d2:0a:00:10");
+  EXPECT_THAT(published->ips, ::testing::ElementsAre("10.244.1.7/32", "fd00:10:244:1::7/128"));
+
+  // The container's CDI names include the metadata device, whose spec mounts this very file.
+  nri::api::CreateContainerRequest create;
+  *create.mutable_pod() = run.pod();
+  create.mutable_container()->set_id("ctr-1");
+  create.mutable_container()->set_name("app");
+  create.mutable_container()->set_pod_sandbox_id("sandbox-1");
+  ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse created,
+                       runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
+  std::vector<std::string> names;
+  for (const auto& cdi : created.adjust().cdi_devices()) names.push_back(cdi.name());
+  EXPECT_THAT(names, ::testing::Contains("devlet.io/metadata=claim-uid-nic_nic"));
+  EXPECT_THAT(cdi_ids, ::testing::Contains("devlet.io/metadata=claim-uid-nic_nic"));
+  std::ifstream spec_in(dir_ / "cdi/devlet.io_metadata_claim-uid-nic_nic.json");
+  nlohmann::json spec = nlohmann::json::parse(spec_in);
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["mounts"][0]["hostPath"], metadata_file.string());
+
+  // A second RunPodSandbox with the same addresses changes nothing.
+  ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+  EXPECT_EQ(first_object()["metadata"]["generation"], 2);
+
+  {
+    drav1::NodeUnprepareResourcesRequest request;
+    claim_ref(request.add_claims());
+    drav1::NodeUnprepareResourcesResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 20s);
+    ASSERT_TRUE(dra->NodeUnprepareResources(&context, request, &response).ok());
+    ASSERT_EQ(response.claims().at("claim-uid-nic").error(), "");
+  }
+  EXPECT_FALSE(fs::exists(metadata_dir));
+  EXPECT_FALSE(fs::exists(dir_ / "cdi/devlet.io_metadata_claim-uid-nic_nic.json"));
+  // A pod whose claims are gone: RunPodSandbox still succeeds.
+  ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+  agent->Stop();
+  fs::remove(options.nri_socket);
+}
+
+TEST(PodIpToCidrTest, AddressesBecomeHostPrefixes) {
+  EXPECT_THAT(PodIpToCidr("10.244.1.7"), devlet::testing::IsOkAndHolds("10.244.1.7/32"));
+  EXPECT_THAT(PodIpToCidr("fd00::7"), devlet::testing::IsOkAndHolds("fd00::7/128"));
+  EXPECT_THAT(PodIpToCidr("10.244.1.0/24"), devlet::testing::IsOkAndHolds("10.244.1.0/24"));
+  EXPECT_THAT(PodIpToCidr("10.244.1.7/33"), devlet::testing::StatusIs(
+                                                absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("prefix longer than 32")));
+  EXPECT_THAT(PodIpToCidr("eth0"), devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                             HasSubstr("not an IP address")));
+  EXPECT_THAT(PodIpToCidr("10.0.0.1/"), devlet::testing::StatusIs(
+                                            absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -455,9 +455,21 @@ absl::StatusOr<std::vector<api::ContainerUpdate>> DevletPlugin::Synchronize(
 }
 
 absl::Status DevletPlugin::RunPodSandbox(const api::PodSandbox& pod) {
-  std::lock_guard<std::mutex> lock(mu_);
-  RecordPod(pod);
-  return absl::OkStatus();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RecordPod(pod);
+  }
+  // Outside our lock: the node state writes files (and must not block CreateContainer of others).
+  PodNetwork network;
+  network.pod_uid = pod.uid();
+  network.namespace_name = pod.namespace_();
+  network.name = pod.name();
+  network.ips.assign(pod.ips().begin(), pod.ips().end());
+  for (const auto& ns : pod.linux().namespaces()) {
+    if (ns.type() == "network") network.netns_path = ns.path();
+  }
+  return WithContext(view_->PodNetworkReady(network),
+                     "devlet: pod " + pod.namespace_() + "/" + pod.name() + " network");
 }
 
 absl::Status DevletPlugin::StopPodSandbox(const api::PodSandbox& pod) {

@@ -241,6 +241,46 @@ TEST_F(BookkeepingTest, Lifecycle) {
   EXPECT_EQ(view_.ClaimsForPod("uid-1").size(), 1u);
 }
 
+// A view that records what RunPodSandbox reports of the pod's network, and can refuse it.
+class NetworkRecordingView final : public PreparedClaimsView {
+ public:
+  std::vector<PreparedClaim> ClaimsForPod(std::string_view) const override { return {}; }
+  absl::Status PodNetworkReady(const PodNetwork& network) const override {
+    seen.push_back(network);
+    return refuse ? absl::UnavailableError("metadata disk full") : absl::OkStatus();
+  }
+  mutable std::vector<PodNetwork> seen;
+  bool refuse = false;
+};
+
+TEST(DevletPluginNetworkTest, RunPodSandboxHandsThePodNetworkToTheNodeState) {
+  NetworkRecordingView view;
+  DevletPlugin plugin(&view, {});
+  api::PodSandbox pod;
+  pod.set_id("sb-1");
+  pod.set_uid("uid-1");
+  pod.set_name("p");
+  pod.set_namespace_("ns");
+  pod.add_ips("10.244.1.7");
+  pod.add_ips("fd00::7");
+  auto* ns = pod.mutable_linux()->add_namespaces();
+  ns->set_type("network");
+  ns->set_path("/var/run/netns/cni-1");
+  ASSERT_OK(plugin.RunPodSandbox(pod));
+  ASSERT_EQ(view.seen.size(), 1u);
+  EXPECT_EQ(view.seen[0].pod_uid, "uid-1");
+  EXPECT_EQ(view.seen[0].namespace_name, "ns");
+  EXPECT_EQ(view.seen[0].name, "p");
+  EXPECT_THAT(view.seen[0].ips, ::testing::ElementsAre("10.244.1.7", "fd00::7"));
+  EXPECT_EQ(view.seen[0].netns_path, "/var/run/netns/cni-1");
+  // The node state's error fails the event, naming the pod; the pod is still known.
+  view.refuse = true;
+  EXPECT_THAT(plugin.RunPodSandbox(pod),
+              devlet::testing::StatusIs(absl::StatusCode::kUnavailable,
+                                        HasSubstr("pod ns/p network")));
+  EXPECT_EQ(plugin.pod_count(), 1u);
+}
+
 TEST_F(BookkeepingTest, EventsForUnknownPodsAndContainers) {
   ASSERT_OK(plugin_.StopPodSandbox(pod_));
   ASSERT_OK(plugin_.RemovePodSandbox(pod_));

@@ -209,6 +209,9 @@ struct ClaimRecord {
   std::vector<PreparedDeviceRecord> devices;
   std::vector<std::string> cdi_spec_files;  // Base names in the CDI root.
   std::vector<std::string> metadata_files;  // Absolute paths of device-metadata files.
+  // metadata.generation of the claim's device-metadata files (KEP-5304): 1 when prepared, +1 on
+  // every later change of their content (network data learnt at RunPodSandbox).
+  std::int64_t metadata_generation = 1;
 };
 
 // CheckpointStore is the durable record of prepared claims, keyed by claim UID. Every Put and

@@ -84,6 +84,15 @@ struct PrepareResult {
   std::string error;
 };
 
+// DeviceNetworkUpdate is the network configuration of one prepared device of a claim, learnt once
+// the pod's network is set up (NRI RunPodSandbox, after CNI).
+struct DeviceNetworkUpdate {
+  std::string pool;
+  std::string device;
+  std::optional<std::string> share_id;
+  NetworkData network_data;
+};
+
 // PrepareDone receives the results of PrepareAsync.
 using PrepareDone = std::function<void(std::map<std::string, PrepareResult>)>;
 
@@ -110,6 +119,17 @@ class ClaimPreparer {
 
   // Unprepare returns one entry per distinct claim UID: empty on success, else the error.
   std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& refs);
+
+  // UpdateNetworkData records the network data of devices of the prepared claim `claim_uid`
+  // (KEP-5304 deferred metadata, the Go helper's UpdateRequestMetadata): the checkpoint record
+  // first, then the claim's device-metadata files are rewritten from it (atomically, metadata
+  // generation + 1, so a repeated prepare regenerates the same content) and, with a status
+  // writer, status.devices[].networkData is published. Devices not in `updates` keep theirs.
+  // Unchanged data writes nothing. NotFound when the claim is not prepared here (unprepared
+  // meanwhile), FailedPrecondition when its preparation is not complete, InvalidArgument for a
+  // device the claim does not have.
+  absl::Status UpdateNetworkData(const std::string& claim_uid,
+                                 const std::vector<DeviceNetworkUpdate>& updates);
 
   // WaitForStatusWrites blocks until every status write queued so far has been attempted.
   void WaitForStatusWrites();

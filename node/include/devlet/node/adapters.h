@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "devlet/devices/dra_device.h"
 #include "devlet/devices/sysfs.h"
 #include "devlet/dra_kubelet/interfaces.h"
+#include "devlet/dra_kubelet/preparer.h"
 #include "devlet/kube/client.h"
 #include "devlet/nri/claims_view.h"
 #include "devlet/state/store.h"
@@ -108,13 +110,33 @@ class DevicesBackend final : public dra_kubelet::DeviceBackend {
 // changes under one UID) becomes the claim's cpu_millis and memory_limit_bytes (the NRI plugin
 // turns them into CFS quota, shares and a memory limit; the CPU devices' numaNode aligns the
 // cpuset). Without `claims`, or when the claim cannot be read, only the NUMA alignment applies.
+//
+// Network data (KEP-5304 deferred metadata): at RunPodSandbox, for each claim prepared for that
+// pod alone, every network device (attribute type nic or vf) with a netdev on the host gets
+// networkData: interfaceName and hardwareAddress of the function's netdev as sysfs shows it now
+// (a VF created at prepare has one only then; a function bound to vfio-pci has none and is
+// skipped: a VM reads its pciBusID), falling back to the discovered interface/mac attributes,
+// and ips: the pod's addresses the runtime reports after CNI (PodSandbox.ips), as host-prefix
+// CIDRs (/32, /128: NRI gives bare addresses). devlet does not move netdevs into the pod's
+// network namespace. The updater (ClaimPreparer::UpdateNetworkData in devlet-node) records it
+// and rewrites the claim's metadata files and ResourceClaim status. A claim shared by several
+// pods gets none: the addresses of one pod would be wrong for the others.
 class CheckpointClaimsView final : public nri::PreparedClaimsView {
  public:
+  // NetworkUpdater records network data of devices of a prepared claim.
+  using NetworkUpdater = std::function<absl::Status(
+      const std::string& claim_uid, const std::vector<dra_kubelet::DeviceNetworkUpdate>& updates)>;
+
   // `store` (and `claims`, may be null) must outlive the view.
   CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root,
                        kube::ObjectStore* claims = nullptr);
 
+  // SetNetworkUpdater enables network data at RunPodSandbox; `sysfs` (not owned, may be null:
+  // the discovered attributes only) is read for each function's netdev. Call before NRI starts.
+  void SetNetworkUpdater(NetworkUpdater updater, const devices::Sysfs* sysfs);
+
   std::vector<nri::PreparedClaim> ClaimsForPod(std::string_view pod_uid) const override;
+  absl::Status PodNetworkReady(const nri::PodNetwork& network) const override;
 
  private:
   // CpuAllocation is what a claim's allocation consumed from CPU devices.
@@ -129,7 +151,14 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
   kube::ObjectStore* claims_;
   mutable std::mutex cache_mu_;
   mutable std::map<std::string, CpuAllocation> cache_;  // by claim UID
+  NetworkUpdater network_updater_;
+  const devices::Sysfs* sysfs_ = nullptr;
 };
+
+// PodIpToCidr turns an address the runtime reports for a pod ("10.244.1.7", "fd00::7", or
+// already "10.244.1.0/24") into the CIDR form of networkData.ips ("10.244.1.7/32", "fd00::7/128");
+// InvalidArgument for anything else.
+absl::StatusOr<std::string> PodIpToCidr(std::string_view ip);
 
 // ParseQuantityValue converts a Kubernetes quantity ("500m", "4", "1.5", "8Gi", "2e3") to a
 // number, scaled by `scale` (1000 for millis) and rounded up; InvalidArgument otherwise.

@@ -105,14 +105,35 @@ struct PreparedClaim {
   std::optional<int64_t> cpu_millis;
 };
 
-// PreparedClaimsView answers which claims are prepared for a pod. Implementations are
-// thread-safe; ClaimsForPod must be fast (it runs inside CreateContainer).
+// PodNetwork is a pod sandbox's network as the runtime reports it in RunPodSandbox, which runs
+// after CNI set the network up and before any container starts.
+struct PodNetwork {
+  std::string pod_uid;
+  std::string namespace_name;
+  std::string name;
+  std::vector<std::string> ips;  // PodSandbox.ips: the pod's addresses, as the runtime gives them
+  std::string netns_path;        // the network namespace ("" when the pod uses the host's)
+};
+
+// PreparedClaimsView answers which claims are prepared for a pod, and learns the pod's network
+// for them. Implementations are thread-safe; ClaimsForPod must be fast (it runs inside
+// CreateContainer).
 class PreparedClaimsView {
  public:
   virtual ~PreparedClaimsView() = default;
 
   // ClaimsForPod returns the claims prepared for the pod with UID `pod_uid` (empty if none).
   virtual std::vector<PreparedClaim> ClaimsForPod(std::string_view pod_uid) const = 0;
+
+  // PodNetworkReady tells the node state the pod's network once it is set up, so that the
+  // network devices of the pod's claims get their network data (KEP-5304 device metadata,
+  // ResourceClaim status) before the first container is created. An error fails the
+  // RunPodSandbox event. Const: the view forwards to the node state, it does not own it. The
+  // default records nothing.
+  virtual absl::Status PodNetworkReady(const PodNetwork& network) const {
+    (void)network;
+    return absl::OkStatus();
+  }
 };
 
 // InMemoryClaimsView is a PreparedClaimsView backed by a map.

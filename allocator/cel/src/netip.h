@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "devlet/common/strings.h"
+
 namespace devlet::cel::internal {
 
 // IpAddr is an IPv4 address (bytes[0..4)) or an IPv6 address (all 16 bytes).
@@ -65,7 +67,7 @@ bool ParseIp(std::string_view text, IpAddr* out, std::string* error);
 bool ParseAddr(std::string_view text, IpAddr* out, std::string_view* zone,
                std::string* netip_error);
 
-// GoQuote is Go's strconv.Quote (enough of it for error messages).
-std::string GoQuote(std::string_view s);
+// Go's strconv.Quote, for error messages that quote their input as Kubernetes does.
+using ::devlet::GoQuote;
 
 }  // namespace devlet::cel::internal

@@ -16,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -312,8 +313,9 @@ bool PrepareClaims(const Flags& flags, kube::ObjectStore& store, dra::DRAPlugin:
 }
 
 // CreateContainers plays RunPodSandbox and CreateContainer for one pod and prints what each
-// container got.
-void CreateContainers(const Flags& flags, nri::RuntimeSession& session, PodRun& run) {
+// container got. The pod's addresses are what a CNI would have given the `ordinal`-th pod of
+// the node (10.244.0.10+n, fd00:10:244::a+n): RunPodSandbox carries them, as after CNI.
+void CreateContainers(const Flags& flags, nri::RuntimeSession& session, PodRun& run, int ordinal) {
   const kube::Pod& pod = run.pod;
   // The UID's tail: the demo's pods share a UID prefix.
   run.sandbox.set_id("sandbox-" + pod.metadata.uid.substr(pod.metadata.uid.size() > 12
@@ -322,7 +324,13 @@ void CreateContainers(const Flags& flags, nri::RuntimeSession& session, PodRun& 
   run.sandbox.set_name(pod.metadata.name);
   run.sandbox.set_uid(pod.metadata.uid);
   run.sandbox.set_namespace_(pod.metadata.namespace_);
-  Step("runtime: RunPodSandbox " + pod.metadata.namespace_ + "/" + pod.metadata.name);
+  char ipv6[64];
+  std::snprintf(ipv6, sizeof(ipv6), "fd00:10:244::%x", 10 + ordinal);
+  run.sandbox.add_ips("10.244.0." + std::to_string(10 + ordinal));
+  run.sandbox.add_ips(ipv6);
+  run.report["podIPs"] = {run.sandbox.ips(0), run.sandbox.ips(1)};
+  Step("runtime: RunPodSandbox " + pod.metadata.namespace_ + "/" + pod.metadata.name +
+       " (pod IPs " + run.sandbox.ips(0) + ", " + run.sandbox.ips(1) + " from the network setup)");
   nri::api::RunPodSandboxRequest run_request;
   *run_request.mutable_pod() = run.sandbox;
   if (auto r = session.Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run_request); !r.ok()) {
@@ -552,7 +560,8 @@ int Run(const Flags& flags) {
   } else {
     Ok("Synchronize (no pods yet)");
   }
-  for (PodRun& run : runs) CreateContainers(flags, **session, run);
+  int ordinal = 0;
+  for (PodRun& run : runs) CreateContainers(flags, **session, run, ordinal++);
 
   Step("runtime: stop and remove the pods");
   for (PodRun& run : runs) RemovePod(**session, run);

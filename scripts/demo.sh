@@ -5,13 +5,15 @@
 #   scripts/demo.sh --no-build --build-dir DIR [--check] [--keep]
 #
 # 1. a simulated node: the 2-socket, 8-GPU, 2-NIC hwloc XML from devices/tests/data plus a fake
-#    sysfs tree built by devlet-simnode (gpu 0000:b9:00.0 already on vfio-pci, for the VM);
+#    sysfs tree built by devlet-simnode (gpu 0000:b9:00.0 already on vfio-pci, for the VM; a third
+#    NIC with SR-IOV, ens3f0np0), which keeps running as the node's kernel for sriov_numvfs;
 # 2. devlet-node --manifests DIR --profiles examples/node/profiles.yaml publishes the node's
 #    ResourceSlices into DIR;
 # 3. devlet-alloc allocates, one pod after the other (each seeing the earlier allocations), the
 #    claims in examples/node/claims/: training (2 GPUs + a NIC on one pcieRoot), nic-shared (20G
 #    of a shared NIC's bandwidth + 2 CPUs and 4Gi on its NUMA node, consumable capacity) and
-#    vm-gpu (a GPU passed through with vfio-pci for a KubeVirt-style VM); devlet-node-demo bind
+#    vm-gpu (a GPU passed through with vfio-pci for a KubeVirt-style VM) and sriov-vf (an SR-IOV
+#    VF, created when it is prepared, for a container); devlet-node-demo bind
 #    reserves each claim for its pod (the scheduler's part). Without devlet-alloc, only the
 #    training pod runs, with the hand-written allocation in examples/node/allocated/;
 # 4. devlet-node-demo run plays the kubelet (registration, NodePrepareResources over the DRA
@@ -68,8 +70,10 @@ ALLOC_BIN="${DEVLET_ALLOC:-$(find_bin devlet-alloc)}"  # DEVLET_ALLOC: use anoth
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/devlet-demo.XXXXXX")"
 NODE_PID=""
+SIM_PID=""
 cleanup() {
   if [[ -n "$NODE_PID" ]] && kill -0 "$NODE_PID" 2>/dev/null; then kill -TERM "$NODE_PID" || true; wait "$NODE_PID" || true; fi
+  if [[ -n "$SIM_PID" ]] && kill -0 "$SIM_PID" 2>/dev/null; then kill -TERM "$SIM_PID" || true; wait "$SIM_PID" || true; fi
   if [[ $KEEP == 1 ]]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -84,8 +88,12 @@ mkdir -p "$MANIFESTS" "$WORK/cdi"
 cp "$ROOT"/examples/node/manifests/*.yaml "$MANIFESTS/"
 
 say "1. Simulated node: $ROOT/devices/tests/data/dgx-2s-8gpu-2nic.xml + fake sysfs"
-"$SIM_BIN" "$WORK/sys" --vfio 0000:b9:00.0 >/dev/null
-echo "sysfs tree in $WORK/sys (0000:b9:00.0 bound to vfio-pci)"
+"$SIM_BIN" "$WORK/sys" --vfio 0000:b9:00.0 --sriov-nic --serve >"$WORK/simnode.log" 2>&1 &
+SIM_PID=$!
+for _ in $(seq 1 100); do grep -q '^serving' "$WORK/simnode.log" && break; sleep 0.1; done
+grep -q '^serving' "$WORK/simnode.log" || { cat "$WORK/simnode.log"; fail "devlet-simnode did not start"; }
+echo "sysfs tree in $WORK/sys (0000:b9:00.0 bound to vfio-pci; SR-IOV NIC 0000:3b:00.0 ens3f0np0);"
+echo "devlet-simnode plays the kernel for sriov_numvfs writes"
 
 say "2. devlet-node --manifests $MANIFESTS"
 "$NODE_BIN" --node-name "$NODE" --driver-name "$DRIVER" --manifests "$MANIFESTS" \
@@ -115,7 +123,7 @@ PODS=()
 if [[ -n "$ALLOC_BIN" ]]; then
   # One pod at a time, as the scheduler does: each allocation sees the claims allocated before.
   allocated=()
-  for item in "training ml/training" "nic-shared net/nic-shared" "vm ml-vm"; do
+  for item in "training ml/training" "nic-shared net/nic-shared" "vm ml-vm" "vf net/sriov-app"; do
     read -r claim pod <<<"$item"
     [[ $pod == ml-vm ]] && pod=vms/virt-launcher-vm-1
     say "3. Allocation of examples/node/claims/$claim.yaml on $NODE for pod $pod"
@@ -145,6 +153,8 @@ say "4. The kubelet and the runtime for ${PODS[*]//--pod /}"
 "$DEMO_BIN" run --manifests "$MANIFESTS" "${PODS[@]}" --driver "$DRIVER" \
   --registrar-dir "$WORK/plugins_registry" --nri-socket "$WORK/nri.sock" --cdi-root "$WORK/cdi" \
   --report "$WORK/report.json" || { echo "--- devlet-node log"; cat "$WORK/devlet-node.log"; fail "kubelet/runtime flow"; }
+echo "devlet-simnode, the node's kernel, saw devlet-node create and remove the VFs:"
+grep '^kernel:' "$WORK/simnode.log" | sed 's/^/    /' || true
 
 say "5. devlet-node's health endpoint and metrics (127.0.0.1:$HEALTH_PORT)"
 if [[ -z "$HEALTH_PORT" ]]; then
@@ -218,6 +228,21 @@ if alloc:
     meta = json.dumps(c.get("metadata", {}))
     check('"0000:b9:00.0"' in meta and "resource.kubernetes.io/pciBusID" in meta,
           "the VM's device metadata lacks pciBusID 0000:b9:00.0: %s" % meta)
+    vf = report["pods"]["net/sriov-app"]
+    got = [d["device"] for d in vf["prepared"]["net/sriov-vf"]]
+    check(got == ["vf-0-vf-0"], "the SR-IOV pod got %s" % got)
+    meta = list(vf["containers"]["app"].get("metadata", {}).values())
+    check(len(meta) == 1, "the SR-IOV pod has no device metadata: %s" % meta)
+    dev = meta[0]["requests"][0]["devices"][0]
+    check(dev["attributes"]["resource.kubernetes.io/pciBusID"]["string"] == "0000:3b:00.2",
+          "the VF's pciBusID is not 0000:3b:00.2 (the first VF devlet created): %s" % dev)
+    check(dev.get("networkData") == {"interfaceName": "ens3f0np0v0",
+          "ips": [ip + ("/32" if "." in ip else "/128") for ip in vf["podIPs"]],
+          "hardwareAddress": "02:00:00:00:00:00"}, "the VF's networkData: %s" % dev)
+    check(meta[0]["metadata"]["generation"] == 2, "networkData did not bump the generation")
+    sim = open(work + "/simnode.log").read()
+    check("0000:3b:00.0/sriov_numvfs 0 -> 4" in sim and "0000:3b:00.0/sriov_numvfs 4 -> 0" in sim,
+          "the VFs were not created at prepare and removed at unprepare: %s" % sim)
 metrics = open(work + "/metrics.txt").read() if os.path.exists(work + "/metrics.txt") else ""
 if metrics:
     check('devlet_node_device_prepare_total{result="success"}' in metrics, "no prepare metric")

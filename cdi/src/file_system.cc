@@ -115,6 +115,49 @@ class PosixFileSystem final : public FileSystem {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<int> OpenFile(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return Errno(errno, "open", path);
+    return fd;
+  }
+
+  absl::StatusOr<std::string> ReadAt(int fd, std::uint64_t offset, std::size_t size,
+                                     const std::string& path) override {
+    std::string out(size, '\0');
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd, out.data() + done, size - done,
+                                static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Errno(errno, "read", path);
+      }
+      if (n == 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    out.resize(done);
+    return out;
+  }
+
+  absl::Status WriteAt(int fd, std::string_view data, std::uint64_t offset,
+                       const std::string& path) override {
+    while (!data.empty()) {
+      const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Errno(errno, "write", path);
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DataSync(int fd, const std::string& path) override {
+    if (::fdatasync(fd) != 0) return Errno(errno, "fdatasync", path);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::vector<DirEntry>> ListDir(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) return Errno(errno, "open directory", dir);

@@ -191,6 +191,11 @@ absl::StatusOr<std::unique_ptr<StateCheckpointStore>> StateCheckpointStore::Open
     const std::string& dir, std::string driver, std::string cdi_root) {
   state::StoreOptions options;
   options.dir = dir;
+  return Open(options, std::move(driver), std::move(cdi_root));
+}
+
+absl::StatusOr<std::unique_ptr<StateCheckpointStore>> StateCheckpointStore::Open(
+    const state::StoreOptions& options, std::string driver, std::string cdi_root) {
   DEVLET_ASSIGN_OR_RETURN(std::unique_ptr<state::CheckpointStore> store,
                           state::CheckpointStore::Open(options));
   return std::unique_ptr<StateCheckpointStore>(

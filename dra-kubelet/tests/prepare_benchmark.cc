@@ -1,13 +1,19 @@
 // dra_kubelet_prepare_benchmark: NodePrepareResources latency through the real DRA socket, with
 // the stores devlet-node uses in standalone mode: claims from a kube::ManifestStore directory,
-// the simulated device backend, CDI specs through cdi/ and the state/ checkpoint. The data lives
-// under $TMPDIR (put it on the file system the checkpoint lives on in production: fsync costs
-// differ by orders of magnitude between tmpfs, ext4 and network disks).
+// the simulated device backend, CDI specs through cdi/ and the state/ checkpoint. The checkpoint
+// and claims live under $TMPDIR (put it on the file system the checkpoint lives on in production:
+// fsync costs differ by orders of magnitude between tmpfs, ext4 and network disks); the CDI specs
+// on a tmpfs like /var/run/cdi (see CdiDir).
 //
-//   BM_PrepareInFlight/N   N kubelet calls in flight at once, one claim each (N pods starting)
-//   BM_PrepareOneRequest/N one call carrying N claims (one pod with N claims)
+//   BM_PrepareInFlight/inflight:N/journal:J   N kubelet calls in flight at once, one claim each
+//                                             (N pods starting)
+//   BM_PrepareOneRequest/claims:N/journal:J   one call carrying N claims (one pod with N claims)
+// journal:1 is devlet-node's checkpoint (state/ with its journal: one fdatasync'd in-place record
+// per change); journal:0 rewrites checkpoint.json on every change (temp, fsync, rename, dir fsync),
+// the store as it was before the journal.
 //
-// Counters: p50_ms / p99_ms are per-call latencies as the kubelet sees them; ms_per_claim is the
+// Counters: p50_ms / p99_ms are per-call latencies as the kubelet sees them (InFlight: one claim
+// per call, so per claim); ms_per_claim is the
 // batch's wall time divided by N; the *_ms_per_claim counters split the preparer's time by store
 // (claim fetch, checkpoint reads, checkpoint writes, CDI writes, backend), measured by wrappers;
 // ckpt_writes_per_claim counts durable checkpoint writes (group commit shares them).
@@ -16,6 +22,7 @@
 //   build-dra/dra-kubelet/dra_kubelet_prepare_benchmark --benchmark_min_time=1x
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -175,10 +182,46 @@ std::string ClaimJson(int i) {
          R"("}]}})";
 }
 
+// CdiDir is where the transient CDI specs go: a tmpfs, as /var/run/cdi is on a node
+// ($DEVLET_BENCH_CDI_ROOT, else a new directory under /dev/shm, else under $TMPDIR). The specs
+// are not synced, but their create/rename/unlink still wait for the file system's journal when
+// other processes sync the same disk, which a node does not do to its CDI specs.
+class CdiDir {
+ public:
+  CdiDir() {
+    std::string base;
+    if (const char* env = std::getenv("DEVLET_BENCH_CDI_ROOT"); env != nullptr && *env != '\0') {
+      base = env;
+    } else if (std::filesystem::is_directory("/dev/shm")) {
+      base = "/dev/shm";
+    } else {
+      base = std::filesystem::temp_directory_path().string();
+    }
+    std::string pattern = base + "/dra-bench-cdi-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      std::fprintf(stderr, "benchmark setup failed: mkdtemp %s\n", pattern.c_str());
+      std::abort();
+    }
+    path_ = pattern;
+  }
+  ~CdiDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  CdiDir(const CdiDir&) = delete;
+  CdiDir& operator=(const CdiDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Env is one plugin with its stores and a connected kubelet-side channel.
 class Env {
  public:
-  Env() : backend_(kPool, SimulatedBackend::Gpus(kMaxClaims)) {
+  // journal: the state/ checkpoint with its journal (devlet-node's default); false: every change
+  // rewrites checkpoint.json (the store before the journal).
+  explicit Env(bool journal) : backend_(kPool, SimulatedBackend::Gpus(kMaxClaims)) {
     const std::string manifests = dir_.path() + "/manifests";
     std::filesystem::create_directories(manifests);
     for (int i = 0; i < kMaxClaims; ++i) {
@@ -189,9 +232,11 @@ class Env {
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     store_ = Must(kube::ManifestStore::Open({.dir = manifests}));
     claims_ = std::make_unique<StoreClaimSource>(*store_, timings_);
-    cdi_ = std::make_unique<CdiSpecWriter>(dir_.path() + "/cdi");
+    cdi_ = std::make_unique<CdiSpecWriter>(cdi_dir_.path());
     const std::string data = dir_.path() + "/plugins/" + kDriver;
-    checkpoint_ = Must(StateCheckpointStore::Open(data, kDriver, dir_.path() + "/cdi"));
+    state::StoreOptions store_options{.dir = data};
+    if (!journal) store_options.journal_bytes = 0;
+    checkpoint_ = Must(StateCheckpointStore::Open(store_options, kDriver, cdi_dir_.path()));
     timed_checkpoint_ = std::make_unique<TimedCheckpoint>(*checkpoint_, timings_);
     timed_cdi_ = std::make_unique<TimedCdi>(*cdi_, timings_);
     timed_backend_ = std::make_unique<TimedBackend>(backend_, timings_);
@@ -273,6 +318,7 @@ class Env {
   }
 
   testing::TempDir dir_;
+  CdiDir cdi_dir_;
   Timings timings_;
   SimulatedBackend backend_;
   std::unique_ptr<kube::ManifestStore> store_;
@@ -315,7 +361,7 @@ void Report(benchmark::State& state, Env& env, const std::vector<double>& latenc
 
 void BM_PrepareInFlight(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  Env env;
+  Env env(state.range(1) != 0);
   env.Prepare(0, 1);  // Connect and warm up.
   env.UnprepareAll(1);
   env.timings().Reset();
@@ -353,12 +399,15 @@ void BM_PrepareInFlight(benchmark::State& state) {
   }
   Report(state, env, latencies, total_ms, claims);
 }
-BENCHMARK(BM_PrepareInFlight)->Arg(1)->Arg(10)->Arg(100)->UseManualTime()->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_PrepareInFlight)
+    ->ArgNames({"inflight", "journal"})
+    ->ArgsProduct({{1, 10, 100}, {1, 0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_PrepareOneRequest(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  Env env;
+  Env env(state.range(1) != 0);
   env.Prepare(0, 1);
   env.UnprepareAll(1);
   env.timings().Reset();
@@ -375,8 +424,11 @@ void BM_PrepareOneRequest(benchmark::State& state) {
   }
   Report(state, env, latencies, total_ms, claims);
 }
-BENCHMARK(BM_PrepareOneRequest)->Arg(1)->Arg(10)->Arg(100)->UseManualTime()->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_PrepareOneRequest)
+    ->ArgNames({"claims", "journal"})
+    ->ArgsProduct({{1, 10, 100}, {1, 0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace devlet::dra_kubelet

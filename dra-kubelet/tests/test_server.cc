@@ -22,7 +22,9 @@
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
 #ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
+#include "devlet/cdi/file_system.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
+#include "devlet/state/store.h"
 #endif
 
 namespace {
@@ -31,6 +33,8 @@ using namespace devlet::dra_kubelet;
 
 // CrashPlan kills this process with SIGKILL (kill -9, no cleanup) at the n-th call of one
 // operation, before it runs or, with ":after", right after: "--crash-at=checkpoint.put:2:after".
+// For the journal's writes, ":torn" writes half of the data and then kills (what a power loss in
+// the middle of the write leaves): "--crash-at=journal.write:2:torn".
 class CrashPlan {
  public:
   explicit CrashPlan(const std::string& spec) {
@@ -40,27 +44,33 @@ class CrashPlan {
     std::string rest = first == std::string::npos ? "1" : spec.substr(first + 1);
     auto second = rest.find(':');
     n_ = std::atoi(rest.substr(0, second).c_str());
-    after_ = second != std::string::npos && rest.substr(second + 1) == "after";
+    const std::string when = second == std::string::npos ? "" : rest.substr(second + 1);
+    after_ = when == "after";
+    torn_ = when == "torn";
   }
   // Before is called before `op` runs and returns the call's ordinal; After after it.
   int Before(const std::string& op) {
     if (op != op_) return 0;
     int call = ++count_;
-    if (call == n_ && !after_) Crash(op, "before");
+    if (call == n_ && !after_ && !torn_) Crash(op, "before");
     return call;
   }
   void After(const std::string& op, int call) {
     if (op == op_ && call == n_ && after_) Crash(op, "after");
   }
-
- private:
+  // Torn says whether call `call` of `op` is to be torn (then the caller writes part of it and
+  // calls Crash).
+  bool Torn(const std::string& op, int call) const { return torn_ && op == op_ && call == n_; }
   static void Crash(const std::string& op, const char* when) {
     devlet::log::Logger().Warning("Crash injection: SIGKILL", "op", op, "when", when);
     ::raise(SIGKILL);
   }
+
+ private:
   std::string op_;
   int n_ = 0;
   bool after_ = false;
+  bool torn_ = false;
   std::atomic<int> count_{0};
 };
 
@@ -145,6 +155,80 @@ class CrashingBackend final : public DeviceBackend {
   CrashPlan& plan_;
 };
 
+#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
+// CrashingFileSystem puts crash points inside the state/ checkpoint's own writes:
+// "journal.write" (a journal record: PrepareStarted, PrepareCompleted, unprepare's removal),
+// "journal.clear" (zeroing the journal after a compaction), "snapshot.rename" (checkpoint.json
+// replaced by a compaction; the first one is at start-up).
+class CrashingFileSystem final : public devlet::cdi::FileSystem {
+ public:
+  explicit CrashingFileSystem(CrashPlan& plan) : plan_(plan) {}
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    return real().ReadFile(path);
+  }
+  absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
+                                     const std::string& suffix, mode_t mode,
+                                     std::string* path) override {
+    return real().CreateTempFile(dir, prefix, suffix, mode, path);
+  }
+  absl::Status Write(int fd, std::string_view data, const std::string& path) override {
+    return real().Write(fd, data, path);
+  }
+  absl::Status Sync(int fd, const std::string& path) override { return real().Sync(fd, path); }
+  absl::Status Close(int fd, const std::string& path) override { return real().Close(fd, path); }
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    if (!to.ends_with("/checkpoint.json")) return real().Rename(from, to);
+    int call = plan_.Before("snapshot.rename");
+    absl::Status status = real().Rename(from, to);
+    plan_.After("snapshot.rename", call);
+    return status;
+  }
+  absl::Status SyncDir(const std::string& dir) override { return real().SyncDir(dir); }
+  absl::Status Remove(const std::string& path) override { return real().Remove(path); }
+  absl::StatusOr<std::vector<devlet::cdi::DirEntry>> ListDir(const std::string& dir) override {
+    return real().ListDir(dir);
+  }
+  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
+    return real().MakeDirs(dir, mode);
+  }
+  absl::StatusOr<int> OpenFile(const std::string& path) override { return real().OpenFile(path); }
+  absl::StatusOr<std::string> ReadAt(int fd, std::uint64_t offset, std::size_t size,
+                                     const std::string& path) override {
+    return real().ReadAt(fd, offset, size, path);
+  }
+  absl::Status WriteAt(int fd, std::string_view data, std::uint64_t offset,
+                       const std::string& path) override {
+    const bool record = data.starts_with("DVJ1");
+    const std::string op = record ? "journal.write" : "journal.clear";
+    int call = plan_.Before(op);
+    if (plan_.Torn(op, call)) {
+      // Half of the record's header and payload (the rest of a record is zero padding), or half
+      // of the zeros.
+      std::size_t length = data.size();
+      if (record && data.size() >= devlet::state::kJournalHeaderSize) {
+        length = devlet::state::kJournalHeaderSize;
+        for (int i = 3; i >= 0; --i) {
+          length += static_cast<std::size_t>(static_cast<unsigned char>(data[4 + i]))
+                    << (8 * i);
+        }
+      }
+      (void)real().WriteAt(fd, data.substr(0, length / 2), offset, path);
+      CrashPlan::Crash(op, "torn");
+    }
+    absl::Status status = real().WriteAt(fd, data, offset, path);
+    plan_.After(op, call);
+    return status;
+  }
+  absl::Status DataSync(int fd, const std::string& path) override {
+    return real().DataSync(fd, path);
+  }
+
+ private:
+  static devlet::cdi::FileSystem& real() { return devlet::cdi::RealFileSystem(); }
+  CrashPlan& plan_;
+};
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,9 +276,17 @@ int main(int argc, char** argv) {
                          "module's own file-based implementations");
   std::string crash_at;
   devlet::flags::AddFlag(app, "--crash-at", crash_at,
-                         "Crash injection: SIGKILL at <op>:<n>[:after], op one of checkpoint.put, "
-                         "checkpoint.delete, cdi.write, cdi.remove, backend.prepare, "
-                         "backend.unprepare");
+                         "Crash injection: SIGKILL at <op>:<n>[:after|:torn], op one of "
+                         "checkpoint.put, checkpoint.delete, cdi.write, cdi.remove, "
+                         "backend.prepare, backend.unprepare, and with --store=devlet "
+                         "journal.write, journal.clear, snapshot.rename");
+  std::uint64_t journal_bytes = devlet::state::StoreOptions{}.journal_bytes;
+  std::uint64_t compact_after_bytes = 0;
+  devlet::flags::AddFlag(app, "--journal-bytes", journal_bytes,
+                         "--store=devlet: size of the checkpoint journal (0: none)");
+  devlet::flags::AddFlag(app, "--compact-after-bytes", compact_after_bytes,
+                         "--store=devlet: compact the journal past this many bytes, in the call "
+                         "that crossed it (0: the default, in the background)");
   devlet::flags::AddLoggingFlags(app, log_options);
   try {
     devlet::flags::Parse(app, argc, argv);
@@ -209,6 +301,10 @@ int main(int argc, char** argv) {
   }
 
   const std::string data_dir = plugins_dir + "/" + driver_name;
+  CrashPlan plan(crash_at);
+#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
+  CrashingFileSystem crashing_fs(plan);
+#endif
   SimulatedBackend backend(node_name, SimulatedBackend::Gpus(devices));
   std::unique_ptr<ClaimSource> claims;
   std::unique_ptr<CdiWriter> cdi;
@@ -221,8 +317,14 @@ int main(int argc, char** argv) {
   } else if (store == "devlet") {
     claims = std::make_unique<ManifestClaimSource>(claims_dir);
     cdi = std::make_unique<CdiSpecWriter>(cdi_root);
+    devlet::state::StoreOptions store_options{.dir = data_dir, .fs = &crashing_fs};
+    store_options.journal_bytes = journal_bytes;
+    if (compact_after_bytes > 0) {
+      store_options.compact_after_bytes = compact_after_bytes;
+      store_options.background_compaction = false;
+    }
     absl::StatusOr<std::unique_ptr<StateCheckpointStore>> opened =
-        StateCheckpointStore::Open(data_dir, driver_name, cdi_root);
+        StateCheckpointStore::Open(store_options, driver_name, cdi_root);
     if (!opened.ok()) {
       logger.Error(opened.status(), "Cannot open the checkpoint");
       return 1;
@@ -240,7 +342,6 @@ int main(int argc, char** argv) {
   preparer_options.plugin_data_dir = data_dir;
   preparer_options.enable_device_metadata = enable_metadata;
   if (!pod_uid.empty()) preparer_options.serialize_lock_path = data_dir + "/serialize.lock";
-  CrashPlan plan(crash_at);
   CrashingStore crashing_store(*checkpoint, plan);
   CrashingCdi crashing_cdi(*cdi, plan);
   CrashingBackend crashing_backend(backend, plan);

@@ -21,9 +21,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,6 +122,20 @@ func main() {
 			opts envOptions
 		}{"crash safety: kill -9 at " + point + ", restart, repeat", crashScenario, envOptions{crashAt: point}})
 	}
+	if !localStores() {
+		for _, p := range journalCrashPoints {
+			name := "crash safety: kill -9 at " + p.point
+			if len(p.args) > 0 {
+				name += " (" + strings.Join(p.args, " ") + ")"
+			}
+			name += ", restart, repeat"
+			scenarios = append(scenarios, struct {
+				name string
+				run  func(t *T, env *env)
+				opts envOptions
+			}{name, crashScenario, envOptions{crashAt: p.point, serverArgs: p.args, crashInUnprepare: p.inUnprepare}})
+		}
+	}
 	failed := 0
 	for _, sc := range scenarios {
 		fmt.Fprintf(os.Stderr, "=== %s\n", sc.name)
@@ -156,10 +172,23 @@ func main() {
 var extraServerArgs []string
 
 type envOptions struct {
-	crashAt      string
-	podUID       string
-	longRegistry bool
-	noHealth     bool
+	crashAt          string
+	crashInUnprepare bool     // the crash point is inside unprepare (journal points)
+	serverArgs       []string // extra server flags for this scenario (both starts)
+	podUID           string
+	longRegistry     bool
+	noHealth         bool
+}
+
+// localStores says whether the server runs with its file-based stores (--store=local), which
+// have no journal.
+func localStores() bool {
+	for _, arg := range extraServerArgs {
+		if arg == "--store=local" {
+			return true
+		}
+	}
+	return false
 }
 
 type env struct {
@@ -240,6 +269,7 @@ func (e *env) start(crashAt string) {
 		args = append(args, "--health=false")
 	}
 	args = append(args, extraServerArgs...)
+	args = append(args, e.opts.serverArgs...)
 	if crashAt != "" {
 		args = append(args, "--crash-at="+crashAt)
 	}
@@ -926,9 +956,28 @@ var crashPoints = []string{
 	"checkpoint.delete:1:after",
 }
 
+// journalCrashPoints are inside the state/ checkpoint's own writes (--store=devlet only): a torn
+// journal record (half written, then SIGKILL: what a power loss mid-write leaves), and, with a
+// compaction after every change (--compact-after-bytes=1), the snapshot replaced but the journal
+// not yet cleared, or its clearing torn. Journal records: 1 PrepareStarted, 2 PrepareCompleted,
+// 3 unprepare's removal; snapshot renames: 1 at start-up, then one per record.
+var journalCrashPoints = []struct {
+	point       string
+	args        []string
+	inUnprepare bool
+}{
+	{"journal.write:1:torn", nil, false},                                    // PrepareStarted torn: as if never recorded
+	{"journal.write:2:torn", nil, false},                                    // PrepareCompleted torn: PrepareStarted stays
+	{"journal.write:3:torn", nil, true},                                     // the removal torn: the claim stays prepared
+	{"journal.write:2", nil, false},                                         // PrepareCompleted not written at all
+	{"snapshot.rename:2:after", []string{"--compact-after-bytes=1"}, false}, // PrepareStarted in snapshot and journal
+	{"journal.clear:2:torn", []string{"--compact-after-bytes=1"}, false},    // PrepareCompleted compacted, clearing torn
+	{"snapshot.rename:4:after", []string{"--compact-after-bytes=1"}, true},  // removal compacted, journal not cleared
+}
+
 func crashScenario(t *T, e *env) {
 	e.writeClaims()
-	inUnprepare := strings.HasPrefix(e.opts.crashAt, "backend.unprepare") ||
+	inUnprepare := e.opts.crashInUnprepare || strings.HasPrefix(e.opts.crashAt, "backend.unprepare") ||
 		strings.HasPrefix(e.opts.crashAt, "cdi.remove") || strings.HasPrefix(e.opts.crashAt, "checkpoint.delete")
 	claimA := &drapbv1.Claim{Namespace: "default", Name: "gpu-a", Uid: uidA}
 	connect := func() (drapbv1.DRAPluginClient, func()) {
@@ -996,7 +1045,8 @@ func crashScenario(t *T, e *env) {
 	e.stop()
 }
 
-// checkpointClaims returns data.claims of the checkpoint file (both store formats keep it there).
+// checkpointClaims returns data.claims of the checkpoint file (both store formats keep it there)
+// with the state/ journal's records replayed over it (format: state/include/devlet/state/journal.h).
 func (e *env) checkpointClaims() map[string]map[string]any {
 	raw, err := os.ReadFile(filepath.Join(e.dataDir, "checkpoint.json"))
 	if err != nil {
@@ -1005,13 +1055,72 @@ func (e *env) checkpointClaims() map[string]map[string]any {
 	}
 	var doc struct {
 		Data struct {
-			Claims map[string]map[string]any `json:"claims"`
+			Claims     map[string]map[string]any `json:"claims"`
+			JournalSeq uint64                    `json:"journalSeq"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		e.t.Errorf("checkpoint does not decode: %v", err)
 	}
-	return doc.Data.Claims
+	claims := doc.Data.Claims
+	if claims == nil {
+		claims = map[string]map[string]any{}
+	}
+	journal, err := os.ReadFile(filepath.Join(e.dataDir, "checkpoint.journal"))
+	if err == nil {
+		if err := replayJournal(journal, doc.Data.JournalSeq, claims); err != nil {
+			e.t.Errorf("checkpoint journal: %v", err)
+		}
+	} else if !os.IsNotExist(err) {
+		e.t.Errorf("checkpoint journal: %v", err)
+	}
+	return claims
+}
+
+// replayJournal applies the journal's records after sequence number base to claims. Records are
+// 4096-aligned: u32 magic "DVJ1", u32 payload length, u64 sequence number, u32 CRC-32 of bytes
+// 4..16 and the payload, u32 zero, then {"put":{uid:claim},"delete":[uid]}. Zeros or an
+// unreadable record end it (an unreadable last record is a torn write the plugin drops too).
+func replayJournal(journal []byte, base uint64, claims map[string]map[string]any) error {
+	const header, align, magic = 24, 4096, 0x314a5644
+	last := base
+	for off := 0; off+header <= len(journal); {
+		h := journal[off : off+header]
+		if bytes.Count(h, []byte{0}) == header {
+			break
+		}
+		n := int(binary.LittleEndian.Uint32(h[4:8]))
+		if binary.LittleEndian.Uint32(h[0:4]) != magic || off+header+n > len(journal) {
+			break
+		}
+		payload := journal[off+header : off+header+n]
+		if crc32.ChecksumIEEE(append(append([]byte{}, h[4:16]...), payload...)) != binary.LittleEndian.Uint32(h[16:20]) {
+			break
+		}
+		seq := binary.LittleEndian.Uint64(h[8:16])
+		off = (off + header + n + align - 1) / align * align
+		if seq <= base {
+			continue // folded into the snapshot already
+		}
+		if seq != last+1 {
+			return fmt.Errorf("record %d where %d was expected", seq, last+1)
+		}
+		var change struct {
+			Put    map[string]map[string]any `json:"put"`
+			Delete []string                  `json:"delete"`
+		}
+		if err := json.Unmarshal(payload, &change); err != nil {
+			return fmt.Errorf("record %d: %v", seq, err)
+		}
+		for uid, claim := range change.Put {
+			claims[uid] = claim
+		}
+		for _, uid := range change.Delete {
+			delete(claims, uid)
+		}
+		last = seq
+	}
+	return nil
 }
 
 func (e *env) checkPreparedA() {

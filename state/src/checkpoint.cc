@@ -5,14 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "claim_json.h"
 #include "devlet/common/status.h"
 
 namespace devlet::state {
-namespace {
+namespace internal {
 
 using nlohmann::json;
-
-constexpr std::string_view kKind = "DevletCheckpoint";
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -22,7 +21,7 @@ std::string Hex32(std::uint32_t v) {
   return buffer;
 }
 
-json EncodeDevice(const PreparedDevice& d) {
+static json EncodeDevice(const PreparedDevice& d) {
   json out = {{"driver", d.driver}, {"pool", d.pool}, {"device", d.device},
               {"requests", d.requests}, {"cdiDeviceIDs", d.cdi_device_ids}};
   if (!d.share_id.empty()) out["shareID"] = d.share_id;
@@ -78,6 +77,17 @@ PreparedClaim DecodeClaim(const json& j) {
   return c;
 }
 
+}  // namespace internal
+
+namespace {
+
+using nlohmann::json;
+using internal::DecodeClaim;
+using internal::Dump;
+using internal::EncodeClaim;
+
+constexpr std::string_view kKind = "DevletCheckpoint";
+
 }  // namespace
 
 std::string_view ClaimStateName(ClaimState state) {
@@ -105,18 +115,19 @@ std::uint32_t Crc32(std::string_view data) {
   return crc ^ 0xFFFFFFFFu;
 }
 
-std::string EncodeCheckpoint(const Checkpoint& checkpoint) {
+std::string EncodeCheckpoint(const Checkpoint& checkpoint, std::uint64_t journal_seq) {
   json claims = json::object();
   for (const auto& [uid, claim] : checkpoint.claims) claims[uid] = EncodeClaim(claim);
-  const json data = {{"claims", std::move(claims)}};
+  const json data = {{"claims", std::move(claims)}, {"journalSeq", journal_seq}};
   const std::string payload = Dump(data);
   // Written by hand so that "data" is byte-for-byte the checksummed payload.
   return "{\"kind\":\"" + std::string(kKind) + "\",\"version\":" +
-         std::to_string(kCheckpointVersion) + ",\"checksum\":\"crc32:" + Hex32(Crc32(payload)) +
+         std::to_string(kCheckpointVersion) + ",\"checksum\":\"crc32:" + internal::Hex32(Crc32(payload)) +
          "\",\"data\":" + payload + "}\n";
 }
 
-absl::StatusOr<Checkpoint> DecodeCheckpoint(std::string_view data, std::string_view source) {
+absl::StatusOr<Checkpoint> DecodeCheckpoint(std::string_view data, std::string_view source,
+                                             std::uint64_t* journal_seq) {
   const std::string name =
       source.empty() ? std::string("checkpoint") : "checkpoint \"" + std::string(source) + "\"";
   auto corrupted = [&](const std::string& why) {
@@ -148,12 +159,15 @@ absl::StatusOr<Checkpoint> DecodeCheckpoint(std::string_view data, std::string_v
     return corrupted("missing data or checksum");
   }
   const std::string stored = j["checksum"].get<std::string>();
-  const std::string computed = "crc32:" + Hex32(Crc32(Dump(j["data"])));
+  const std::string computed = "crc32:" + internal::Hex32(Crc32(Dump(j["data"])));
   if (stored != computed) {
     return corrupted("checksum mismatch: stored " + stored + ", computed " + computed);
   }
   Checkpoint checkpoint;
   try {
+    // Version 1 had no journal: everything is in the file.
+    const std::uint64_t seq = j["data"].value("journalSeq", std::uint64_t{0});
+    if (journal_seq != nullptr) *journal_seq = seq;
     for (const auto& [uid, claim] : j["data"].at("claims").items()) {
       PreparedClaim c = DecodeClaim(claim);
       if (c.uid != uid) throw std::runtime_error("claim key " + uid + " holds UID " + c.uid);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,12 +11,15 @@
 #include <thread>
 #include <utility>
 
+#include "devlet/common/log.h"
 #include "devlet/common/status.h"
+#include "devlet/state/journal.h"
 
 namespace devlet::state {
 namespace {
 
 constexpr char kFileName[] = "checkpoint.json";
+constexpr char kJournalName[] = "checkpoint.journal";
 constexpr char kLockName[] = "checkpoint.lock";
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
@@ -44,7 +48,18 @@ CheckpointStore::CheckpointStore(StoreOptions options)
     : options_(std::move(options)),
       fs_(options_.fs != nullptr ? *options_.fs : cdi::RealFileSystem()),
       path_(options_.dir + "/" + kFileName),
+      journal_path_(options_.dir + "/" + kJournalName),
       lock_path_(options_.dir + "/" + kLockName) {}
+
+CheckpointStore::~CheckpointStore() {
+  {
+    std::lock_guard guard(compactor_mu_);
+    stopping_ = true;
+  }
+  compactor_cv_.notify_all();
+  if (compactor_.joinable()) compactor_.join();
+  if (journal_fd_ >= 0) ::close(journal_fd_);
+}
 
 absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOptions options) {
   if (options.dir.empty()) return InvalidArgument("checkpoint directory: empty path");
@@ -54,9 +69,54 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOpti
                                      "create checkpoint directory"));
   DEVLET_ASSIGN_OR_RETURN(Lock lock, store->Acquire());
   DEVLET_RETURN_IF_ERROR(
-      WithContext(cdi::RemoveTempFiles(store->fs_, store->options_.dir, kFileName).status(),
+      WithContext(cdi::RemoveTempFiles(store->fs_, store->options_.dir, "checkpoint.").status(),
                   "remove leaked checkpoint temp files"));
+  DEVLET_RETURN_IF_ERROR(store->OpenJournalLocked());
+  // Fold whatever the journal holds into a fresh snapshot (written in the current version), so
+  // that appends start on a journal of zeros. A corrupted checkpoint is left as it is: every
+  // call reports it until QuarantineCorrupted.
+  absl::StatusOr<Checkpoint> current = store->LoadLocked();
+  if (current.ok()) {
+    DEVLET_RETURN_IF_ERROR(store->CompactLocked(*current));
+  } else if (current.status().code() != absl::StatusCode::kDataLoss &&
+             current.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return current.status();
+  }
   return store;
+}
+
+absl::Status CheckpointStore::OpenJournalLocked() {
+  if (journal_fd_ >= 0) {
+    ::close(journal_fd_);
+    journal_fd_ = -1;
+  }
+  const bool exists = ::access(journal_path_.c_str(), F_OK) == 0;
+  if (options_.journal_bytes == 0) {
+    if (!exists) return absl::OkStatus();
+    // Journal switched off: fold an earlier run's journal in, then remove it.
+    DEVLET_ASSIGN_OR_RETURN(journal_fd_, fs_.OpenFile(journal_path_));
+    struct stat st{};
+    if (::fstat(journal_fd_, &st) != 0) return ErrnoToStatus(errno, "stat " + journal_path_);
+    journal_size_ = static_cast<std::uint64_t>(st.st_size);
+    DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
+    ::close(journal_fd_);
+    journal_fd_ = -1;
+    DEVLET_RETURN_IF_ERROR(CompactLocked(checkpoint));
+    DEVLET_RETURN_IF_ERROR(WithContext(fs_.Remove(journal_path_), "remove the checkpoint journal"));
+    return fs_.SyncDir(options_.dir);
+  }
+  if (!exists) {
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        cdi::WriteFileAtomically(fs_, journal_path_,
+                                 std::string(static_cast<std::size_t>(options_.journal_bytes), '\0'),
+                                 {.mode = 0600, .dir_mode = 0700}),
+        "create the checkpoint journal"));
+  }
+  DEVLET_ASSIGN_OR_RETURN(journal_fd_, fs_.OpenFile(journal_path_));
+  struct stat st{};
+  if (::fstat(journal_fd_, &st) != 0) return ErrnoToStatus(errno, "stat " + journal_path_);
+  journal_size_ = static_cast<std::uint64_t>(st.st_size);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CheckpointStore::Lock> CheckpointStore::Acquire() {
@@ -84,20 +144,199 @@ absl::StatusOr<CheckpointStore::Lock> CheckpointStore::Acquire() {
   return Lock(std::move(guard), fd);
 }
 
-absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
-  absl::StatusOr<std::string> data = fs_.ReadFile(path_);
-  if (!data.ok()) {
-    if (absl::IsNotFound(data.status())) return Checkpoint{};
-    return WithContext(data.status(), "read checkpoint");
-  }
-  return DecodeCheckpoint(*data, path_);
+CheckpointStore::FileId CheckpointStore::SnapshotId() const {
+  FileId id;
+  struct stat st{};
+  if (::stat(path_.c_str(), &st) != 0) return id;
+  id.exists = true;
+  id.dev = st.st_dev;
+  id.ino = st.st_ino;
+  id.size = static_cast<std::uint64_t>(st.st_size);
+  id.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  id.ctime_ns = st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+  return id;
 }
 
-absl::Status CheckpointStore::SaveLocked(const Checkpoint& checkpoint) {
-  return WithContext(
-      cdi::WriteFileAtomically(fs_, path_, EncodeCheckpoint(checkpoint),
+absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
+  if (journal_fd_ >= 0) {
+    // Another process may have quarantined the journal and started a new one.
+    struct stat open_st{}, path_st{};
+    if (::fstat(journal_fd_, &open_st) != 0 || ::stat(journal_path_.c_str(), &path_st) != 0 ||
+        open_st.st_ino != path_st.st_ino || open_st.st_dev != path_st.st_dev) {
+      cache_.reset();
+      DEVLET_RETURN_IF_ERROR(OpenJournalLocked());
+    }
+  }
+  const FileId id = SnapshotId();
+  const auto read = [&](std::uint64_t offset, std::size_t size) {
+    return fs_.ReadAt(journal_fd_, offset, size, journal_path_);
+  };
+  if (cache_ && id == cached_snapshot_ && !journal_torn_) {
+    // Same snapshot: only records appended since the last call (by any process) are new.
+    if (journal_fd_ < 0) return *cache_;
+    absl::StatusOr<JournalReplay> replay =
+        ReplayJournal(read, journal_size_, journal_seq_, *cache_, journal_path_, journal_end_);
+    if (!replay.ok()) {
+      cache_.reset();
+      return replay.status();
+    }
+    journal_seq_ = replay->last_seq;
+    journal_end_ = replay->end;
+    journal_torn_ = !replay->torn_tail.empty();
+    if (journal_torn_) LogTorn(*replay);
+    return *cache_;
+  }
+
+  cache_.reset();
+  Checkpoint checkpoint;
+  std::uint64_t seq = 0;
+  absl::StatusOr<std::string> data = fs_.ReadFile(path_);
+  if (data.ok()) {
+    DEVLET_ASSIGN_OR_RETURN(checkpoint, DecodeCheckpoint(*data, path_, &seq));
+  } else if (!absl::IsNotFound(data.status())) {
+    return WithContext(data.status(), "read checkpoint");
+  }
+  journal_seq_ = seq;
+  journal_end_ = 0;
+  journal_torn_ = false;
+  if (journal_fd_ >= 0) {
+    DEVLET_ASSIGN_OR_RETURN(JournalReplay replay,
+                            ReplayJournal(read, journal_size_, seq, checkpoint, journal_path_));
+    journal_seq_ = replay.last_seq;
+    journal_end_ = replay.end;
+    journal_torn_ = !replay.torn_tail.empty();
+    if (journal_torn_) LogTorn(replay);
+  }
+  cache_ = checkpoint;
+  cached_snapshot_ = id;
+  return checkpoint;
+}
+
+void CheckpointStore::LogTorn(const JournalReplay& replay) {
+  if (logged_torn_at_ == replay.end) return;
+  logged_torn_at_ = replay.end;
+  log::Logger().Warning("Ignoring a torn last record of the checkpoint journal: a write was cut "
+                        "short by a crash and never acknowledged",
+                        "journal", journal_path_, "reason", replay.torn_tail, "lastSeq",
+                        replay.last_seq);
+}
+
+absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpoint& after) {
+  if (journal_fd_ < 0) return CompactLocked(after);
+  const JournalChange change = Diff(before, after);
+  if (change.empty()) return absl::OkStatus();
+  const std::string record = EncodeJournalRecord(journal_seq_ + 1, change);
+  if (journal_torn_ || journal_end_ + record.size() > journal_size_) {
+    // No room (or a torn record to clear first): the change goes into a new snapshot.
+    return CompactLocked(after);
+  }
+  absl::Status status = fs_.WriteAt(journal_fd_, record, journal_end_, journal_path_);
+  if (status.ok()) status = fs_.DataSync(journal_fd_, journal_path_);
+  if (!status.ok()) {
+    // Not acknowledged: make sure no reader takes the record as written (best effort; if this
+    // fails too, the record is either complete and valid or torn, and both are consistent).
+    (void)fs_.WriteAt(journal_fd_, std::string(kJournalHeaderSize, '\0'), journal_end_,
+                      journal_path_);
+    cache_.reset();
+    return WithContext(status, "append to the checkpoint journal");
+  }
+  journal_end_ += record.size();
+  ++journal_seq_;
+  cache_ = after;
+  if (journal_end_ > options_.compact_after_bytes) {
+    if (options_.background_compaction) {
+      MaybeCompactLater(journal_end_ > journal_size_ / 4 * 3);
+    } else if (absl::Status compacted = CompactLocked(after); !compacted.ok()) {
+      // The change itself is durable in the journal; compaction is retried with the next one.
+      log::Logger().Error(compacted, "Compacting the checkpoint journal failed", "journal",
+                          journal_path_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointStore::CompactLocked(const Checkpoint& checkpoint) {
+  cache_.reset();
+  DEVLET_RETURN_IF_ERROR(WithContext(
+      cdi::WriteFileAtomically(fs_, path_, EncodeCheckpoint(checkpoint, journal_seq_),
                                {.mode = 0600, .dir_mode = 0700}),
-      "save checkpoint");
+      "save checkpoint"));
+  if (journal_fd_ >= 0) {
+    // The snapshot holds everything up to journal_seq_: records left in the journal by a crash
+    // from here on are skipped on replay, so clearing it needs no ordering with the rename.
+    DEVLET_RETURN_IF_ERROR(ClearJournalLocked(journal_torn_ ? journal_size_ : journal_end_));
+  }
+  cache_ = checkpoint;
+  cached_snapshot_ = SnapshotId();
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointStore::ClearJournalLocked(std::uint64_t bytes) {
+  // Also clear anything an earlier crash left beyond the end (records of an older snapshot,
+  // partly zeroed), so that replay always ends at the first block of zeros.
+  std::uint64_t dirty = std::min(bytes, journal_size_);
+  constexpr std::size_t kChunk = 1 << 20;
+  for (std::uint64_t offset = dirty; offset < journal_size_; offset += kChunk) {
+    DEVLET_ASSIGN_OR_RETURN(std::string data, fs_.ReadAt(journal_fd_, offset, kChunk,
+                                                         journal_path_));
+    const std::size_t nonzero = data.find_last_not_of('\0');
+    if (nonzero != std::string::npos) dirty = offset + nonzero + 1;
+  }
+  if (dirty > 0) {
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        fs_.WriteAt(journal_fd_, std::string(static_cast<std::size_t>(dirty), '\0'), 0,
+                    journal_path_),
+        "clear the checkpoint journal"));
+    DEVLET_RETURN_IF_ERROR(WithContext(fs_.DataSync(journal_fd_, journal_path_),
+                                       "clear the checkpoint journal"));
+  }
+  journal_end_ = 0;
+  journal_torn_ = false;
+  return absl::OkStatus();
+}
+
+void CheckpointStore::MaybeCompactLater(bool now) {
+  std::lock_guard guard(compactor_mu_);
+  compact_requested_ = true;
+  compact_now_ = compact_now_ || now;
+  last_change_ = std::chrono::steady_clock::now();
+  if (!compactor_.joinable()) compactor_ = std::thread([this] { RunCompactor(); });
+  compactor_cv_.notify_all();
+}
+
+void CheckpointStore::RunCompactor() {
+  std::unique_lock guard(compactor_mu_);
+  for (;;) {
+    compactor_cv_.wait(guard, [this] { return stopping_ || compact_requested_; });
+    // Wait for a quiet moment: no change for compact_idle (every change past the threshold
+    // pushes last_change_), unless the journal is nearly full.
+    while (!stopping_ && !compact_now_) {
+      const auto quiet_at = last_change_ + options_.compact_idle;
+      if (std::chrono::steady_clock::now() >= quiet_at) break;
+      compactor_cv_.wait_until(guard, quiet_at);
+    }
+    if (stopping_) return;
+    compact_requested_ = false;
+    compact_now_ = false;
+    guard.unlock();
+    absl::Status status = [this]() -> absl::Status {
+      DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
+      DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
+      if (journal_end_ <= options_.compact_after_bytes) return absl::OkStatus();  // done already
+      return CompactLocked(checkpoint);
+    }();
+    if (!status.ok()) {
+      log::Logger().Error(status, "Compacting the checkpoint journal failed; retried after the "
+                                  "next change", "journal", journal_path_);
+    }
+    guard.lock();
+  }
+}
+
+absl::Status CheckpointStore::Compact() {
+  DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
+  DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
+  return CompactLocked(checkpoint);
 }
 
 absl::StatusOr<Checkpoint> CheckpointStore::Load() {
@@ -107,9 +346,10 @@ absl::StatusOr<Checkpoint> CheckpointStore::Load() {
 
 absl::Status CheckpointStore::Update(const std::function<absl::Status(Checkpoint&)>& mutate) {
   DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
-  DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
-  DEVLET_RETURN_IF_ERROR(mutate(checkpoint));
-  return SaveLocked(checkpoint);
+  DEVLET_ASSIGN_OR_RETURN(Checkpoint before, LoadLocked());
+  Checkpoint after = before;
+  DEVLET_RETURN_IF_ERROR(mutate(after));
+  return SaveLocked(before, after);
 }
 
 absl::Status CheckpointStore::RecordPrepareStarted(PreparedClaim claim) {
@@ -143,10 +383,10 @@ absl::Status CheckpointStore::AddPod(const std::string& claim_uid, const std::st
 }
 
 absl::Status CheckpointStore::Remove(const std::string& claim_uid) {
-  DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
-  DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
-  if (checkpoint.claims.erase(claim_uid) == 0) return absl::OkStatus();
-  return SaveLocked(checkpoint);
+  return Update([&](Checkpoint& c) {
+    c.claims.erase(claim_uid);
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::optional<PreparedClaim>> CheckpointStore::FindClaim(
@@ -175,9 +415,23 @@ absl::StatusOr<std::string> CheckpointStore::QuarantineCorrupted() {
     DEVLET_RETURN_IF_ERROR(current.status());
     return std::string();
   }
-  const std::string target = path_ + ".corrupt-" + std::to_string(std::time(nullptr));
-  DEVLET_RETURN_IF_ERROR(WithContext(fs_.Rename(path_, target), "quarantine checkpoint"));
+  const std::string suffix = ".corrupt-" + std::to_string(std::time(nullptr));
+  std::string target;
+  if (::access(path_.c_str(), F_OK) == 0) {
+    target = path_ + suffix;
+    DEVLET_RETURN_IF_ERROR(WithContext(fs_.Rename(path_, target), "quarantine checkpoint"));
+  }
+  if (::access(journal_path_.c_str(), F_OK) == 0) {
+    const std::string journal_target = journal_path_ + suffix;
+    DEVLET_RETURN_IF_ERROR(
+        WithContext(fs_.Rename(journal_path_, journal_target), "quarantine checkpoint journal"));
+    if (target.empty()) target = journal_target;
+  }
   DEVLET_RETURN_IF_ERROR(fs_.SyncDir(options_.dir));
+  // Start over with an empty snapshot and journal.
+  DEVLET_RETURN_IF_ERROR(OpenJournalLocked());
+  DEVLET_ASSIGN_OR_RETURN(Checkpoint empty, LoadLocked());
+  DEVLET_RETURN_IF_ERROR(CompactLocked(empty));
   return target;
 }
 

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "devlet/common/testing/status_matchers.h"
@@ -38,10 +39,29 @@ Checkpoint Sample() {
 }
 
 TEST(CheckpointTest, RoundTrip) {
-  const std::string text = EncodeCheckpoint(Sample());
-  EXPECT_THAT(text, HasSubstr("\"kind\":\"DevletCheckpoint\",\"version\":1,\"checksum\":\"crc32:"));
-  EXPECT_THAT(DecodeCheckpoint(text), IsOkAndHolds(Sample()));
+  const std::string text = EncodeCheckpoint(Sample(), 42);
+  EXPECT_THAT(text, HasSubstr("\"kind\":\"DevletCheckpoint\",\"version\":2,\"checksum\":\"crc32:"));
+  EXPECT_THAT(text, HasSubstr("\"journalSeq\":42"));
+  std::uint64_t seq = 0;
+  EXPECT_THAT(DecodeCheckpoint(text, "", &seq), IsOkAndHolds(Sample()));
+  EXPECT_EQ(seq, 42u);
   EXPECT_THAT(DecodeCheckpoint(EncodeCheckpoint({})), IsOkAndHolds(Checkpoint{}));
+}
+
+// A version 1 file (before the journal) is still read, with journal sequence 0.
+TEST(CheckpointTest, ReadsVersionOne) {
+  const std::string payload =
+      R"({"claims":{"u1":{"devices":[],"files":[],"name":"c1","namespace":"ns","podUIDs":[],)"
+      R"("state":"PrepareCompleted","uid":"u1"}}})";
+  char crc[9];
+  std::snprintf(crc, sizeof(crc), "%08x", Crc32(payload));
+  const std::string text = R"({"kind":"DevletCheckpoint","version":1,"checksum":"crc32:)" +
+                           std::string(crc) + R"(","data":)" + payload + "}\n";
+  std::uint64_t seq = 7;
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, DecodeCheckpoint(text, "", &seq));
+  EXPECT_EQ(seq, 0u);
+  ASSERT_TRUE(checkpoint.claims.contains("u1"));
+  EXPECT_EQ(checkpoint.claims["u1"].state, ClaimState::kPrepareCompleted);
 }
 
 TEST(CheckpointTest, Crc32MatchesZlib) {

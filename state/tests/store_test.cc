@@ -7,20 +7,23 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
 
-#include "devlet/common/status.h"
 #include "devlet/cdi/testing/faulty_file_system.h"
+#include "devlet/common/log.h"
+#include "devlet/common/status.h"
 #include "devlet/common/testing/status_matchers.h"
 
 namespace devlet::state {
 namespace {
 
 using ::devlet::testing::IsOk;
+using ::testing::AllOf;
 using ::devlet::testing::IsOkAndHolds;
 using ::devlet::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -97,9 +100,12 @@ TEST_F(StoreTest, LifecycleAndLookups) {
   ASSERT_OK(store->Remove("a"));
   ASSERT_OK(store->Remove("a"));  // unknown is fine
   EXPECT_THAT(other->FindClaim("a"), IsOkAndHolds(std::nullopt));
-  EXPECT_THAT(Files(), ElementsAre("checkpoint.json", "checkpoint.lock"));
-  EXPECT_EQ(fs::status(dir_ / "checkpoint.json").permissions() & fs::perms::all,
-            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_THAT(Files(), ElementsAre("checkpoint.journal", "checkpoint.json", "checkpoint.lock"));
+  for (const char* file : {"checkpoint.json", "checkpoint.journal"}) {
+    EXPECT_EQ(fs::status(dir_ / file).permissions() & fs::perms::all,
+              fs::perms::owner_read | fs::perms::owner_write)
+        << file;
+  }
 }
 
 TEST_F(StoreTest, FailedMutationWritesNothing) {
@@ -144,7 +150,8 @@ TEST_F(StoreTest, FailureAtEveryWriteStepLeavesOldOrNew) {
         EXPECT_TRUE(after.claims.size() == 1 || after.claims.size() == 2);
         EXPECT_TRUE(after.claims.contains("old"));
       }
-      EXPECT_THAT(Files(), ElementsAre("checkpoint.json", "checkpoint.lock"));
+      EXPECT_THAT(Files(),
+                  ElementsAre("checkpoint.journal", "checkpoint.json", "checkpoint.lock"));
       if (!injected) break;  // every step has been covered
       ASSERT_LT(step, 20);
     }
@@ -174,6 +181,202 @@ TEST_F(StoreTest, CorruptedCheckpointIsReportedAndQuarantined) {
   EXPECT_TRUE(fs::exists(moved));
   EXPECT_THAT(store->Load(), IsOkAndHolds(Checkpoint{}));
   EXPECT_THAT(store->QuarantineCorrupted(), IsOkAndHolds(""));
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void WriteAll(const fs::path& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+// Flips one byte of a file in place (the journal keeps its size and blocks).
+void FlipByte(const fs::path& path, std::size_t offset) {
+  std::fstream file(path, std::ios::binary | std::ios::in | std::ios::out);
+  file.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  file.get(c);
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.put(static_cast<char>(c ^ 0x01));
+}
+
+std::uint64_t SnapshotSeq(const fs::path& path) {
+  std::uint64_t seq = 0;
+  EXPECT_OK(DecodeCheckpoint(ReadAll(path), "", &seq).status());
+  return seq;
+}
+
+// A change is a journal record; the snapshot is only rewritten when the store opens.
+TEST_F(StoreTest, JournalHoldsChangesUntilCompaction) {
+  auto store = OpenStore();
+  ASSERT_OK(store->RecordPrepareStarted(Claim("a")));
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("a")));
+  ASSERT_OK_AND_ASSIGN(Checkpoint snapshot, DecodeCheckpoint(ReadAll(store->path())));
+  EXPECT_THAT(snapshot.claims, IsEmpty());
+  EXPECT_EQ(SnapshotSeq(store->path()), 0u);
+  const std::string journal = ReadAll(store->journal_path());
+  EXPECT_EQ(journal.size(), StoreOptions{}.journal_bytes);
+  EXPECT_EQ(journal.substr(0, 4), "DVJ1");
+  EXPECT_EQ(journal.substr(4096, 4), "DVJ1");
+
+  auto other = OpenStore();  // folds the journal into the snapshot
+  ASSERT_OK_AND_ASSIGN(snapshot, DecodeCheckpoint(ReadAll(store->path())));
+  EXPECT_EQ(snapshot.claims.at("a").state, ClaimState::kPrepareCompleted);
+  EXPECT_EQ(SnapshotSeq(store->path()), 2u);
+  EXPECT_EQ(ReadAll(store->journal_path()).find_first_not_of('\0'), std::string::npos);
+  // Both stores keep working on the compacted files.
+  ASSERT_OK(store->Remove("a"));
+  EXPECT_THAT(other->FindClaim("a"), IsOkAndHolds(std::nullopt));
+  ASSERT_OK(other->RecordPrepareStarted(Claim("b")));
+  EXPECT_THAT(store->Load()->claims, SizeIs(1));
+}
+
+// A last record cut short by a crash was never acknowledged: dropped at start-up, with a log
+// line, and the journal cleared.
+TEST_F(StoreTest, TornJournalTailIsDroppedWithALogLine) {
+  auto store = OpenStore();
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("a")));
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("b")));
+  store.reset();  // the "crash"
+  FlipByte(dir_ / "checkpoint.journal", 4096 + 100);
+  std::vector<std::string> logged;
+  log::SetSinkForTest([&](std::string_view line) { logged.emplace_back(line); });
+  auto restarted = OpenStore();
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, restarted->Load());
+  log::SetSinkForTest(nullptr);
+  EXPECT_TRUE(checkpoint.claims.contains("a"));
+  EXPECT_FALSE(checkpoint.claims.contains("b"));
+  ASSERT_THAT(logged, SizeIs(1));
+  EXPECT_THAT(logged[0], AllOf(HasSubstr("torn last record"), HasSubstr("checksum mismatch"),
+                               HasSubstr("checkpoint.journal")));
+  EXPECT_EQ(ReadAll(dir_ / "checkpoint.journal").find_first_not_of('\0'), std::string::npos);
+
+  ASSERT_OK(restarted->RecordPrepareStarted(Claim("c")));
+  ASSERT_OK_AND_ASSIGN(checkpoint, OpenStore()->Load());
+  EXPECT_THAT(checkpoint.claims, SizeIs(2));
+  EXPECT_TRUE(checkpoint.claims.contains("c"));
+}
+
+// Damage followed by a valid newer record is not a torn write: every call fails until the
+// checkpoint and its journal are quarantined.
+TEST_F(StoreTest, CorruptedJournalIsDataLossAndQuarantined) {
+  auto store = OpenStore();
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("a")));
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("b")));
+  store.reset();
+  FlipByte(dir_ / "checkpoint.journal", 100);
+  store = OpenStore();  // Open leaves it for the operator or the daemon
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(store->Load(), StatusIs(absl::StatusCode::kDataLoss,
+                                      AllOf(HasSubstr(store->journal_path()),
+                                            HasSubstr("follows it"))));
+  EXPECT_THAT(store->RecordPrepareStarted(Claim("c")), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(store->FindByPod("p"), StatusIs(absl::StatusCode::kDataLoss));
+
+  ASSERT_OK_AND_ASSIGN(std::string moved, store->QuarantineCorrupted());
+  EXPECT_THAT(moved, HasSubstr("checkpoint.json.corrupt-"));
+  bool journal_moved = false;
+  for (const std::string& file : Files()) {
+    journal_moved |= file.starts_with("checkpoint.journal.corrupt-");
+  }
+  EXPECT_TRUE(journal_moved);
+  EXPECT_THAT(store->Load(), IsOkAndHolds(Checkpoint{}));
+  ASSERT_OK(store->RecordPrepareStarted(Claim("c")));
+  EXPECT_THAT(OpenStore()->Load()->claims, SizeIs(1));
+}
+
+TEST_F(StoreTest, CompactsWhenTheJournalGrows) {
+  const StoreOptions options{.dir = dir_.string(),
+                             .journal_bytes = 8 * 4096,
+                             .compact_after_bytes = 2 * 4096,
+                             .background_compaction = false};
+  ASSERT_OK_AND_ASSIGN(auto store, CheckpointStore::Open(options));
+  for (int i = 0; i < 10; ++i) ASSERT_OK(store->RecordPrepareCompleted(Claim(std::to_string(i))));
+  // Compacted after every third record: the snapshot is at 9, record 10 is in the journal.
+  EXPECT_EQ(SnapshotSeq(store->path()), 9u);
+  // A change larger than the whole journal goes straight into a new snapshot.
+  PreparedClaim big = Claim("big");
+  big.annotations["blob"] = std::string(64 * 1024, 'x');
+  ASSERT_OK(store->RecordPrepareCompleted(big));
+  EXPECT_EQ(SnapshotSeq(store->path()), 10u);
+  ASSERT_OK(store->Remove("0"));
+  ASSERT_OK_AND_ASSIGN(auto restarted, CheckpointStore::Open(options));
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, restarted->Load());
+  EXPECT_THAT(checkpoint.claims, SizeIs(10));
+  EXPECT_EQ(checkpoint.claims.at("big").annotations.at("blob").size(), 64u * 1024);
+}
+
+TEST_F(StoreTest, CompactsInTheBackground) {
+  ASSERT_OK_AND_ASSIGN(auto store,
+                       CheckpointStore::Open({.dir = dir_.string(),
+                                              .journal_bytes = 8 * 4096,
+                                              .compact_after_bytes = 2 * 4096}));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store->RecordPrepareCompleted(Claim(std::to_string(i))));
+  for (int wait = 0; wait < 500 && SnapshotSeq(store->path()) < 3; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(SnapshotSeq(store->path()), 3u);
+  EXPECT_THAT(store->Load()->claims, SizeIs(3));
+}
+
+// Switching the journal off folds an earlier run's journal in and removes it.
+TEST_F(StoreTest, JournalOffFoldsTheJournalIn) {
+  auto store = OpenStore();
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("a")));
+  store.reset();
+  ASSERT_OK_AND_ASSIGN(auto plain,
+                       CheckpointStore::Open({.dir = dir_.string(), .journal_bytes = 0}));
+  EXPECT_THAT(Files(), ElementsAre("checkpoint.json", "checkpoint.lock"));
+  ASSERT_OK(plain->RecordPrepareCompleted(Claim("b")));
+  ASSERT_OK_AND_ASSIGN(Checkpoint snapshot, DecodeCheckpoint(ReadAll(plain->path())));
+  EXPECT_THAT(snapshot.claims, SizeIs(2));
+}
+
+// A checkpoint written before the journal existed is read and rewritten as version 2 at Open.
+TEST_F(StoreTest, UpgradesVersionOne) {
+  fs::create_directories(dir_);
+  const std::string payload =
+      R"({"claims":{"u1":{"devices":[],"files":[],"name":"c1","namespace":"ns","podUIDs":[],)"
+      R"("state":"PrepareCompleted","uid":"u1"}}})";
+  char crc[9];
+  std::snprintf(crc, sizeof(crc), "%08x", Crc32(payload));
+  WriteAll(dir_ / "checkpoint.json", R"({"kind":"DevletCheckpoint","version":1,"checksum":"crc32:)" +
+                                         std::string(crc) + R"(","data":)" + payload + "}\n");
+  auto store = OpenStore();
+  EXPECT_THAT(ReadAll(dir_ / "checkpoint.json"), HasSubstr("\"version\":2"));
+  EXPECT_THAT(store->FindClaim("u1"), IsOkAndHolds(Optional(::testing::Field(
+                                          &PreparedClaim::state, ClaimState::kPrepareCompleted))));
+}
+
+// A failure at any step of a compaction loses nothing: the change was durable in the journal.
+TEST_F(StoreTest, FailureAtEveryCompactionStepLosesNothing) {
+  for (bool crash : {false, true}) {
+    for (int step = 0;; ++step) {
+      SCOPED_TRACE("crash=" + std::to_string(crash) + " step=" + std::to_string(step));
+      fs::remove_all(dir_);
+      FaultyFileSystem faulty;
+      auto store = OpenStore(&faulty);
+      ASSERT_OK(store->RecordPrepareCompleted(Claim("a")));
+      ASSERT_OK(store->RecordPrepareCompleted(Claim("b")));
+      faulty.count = 0;
+      faulty.fail_at = step;
+      faulty.crash = crash;
+      const absl::Status status = store->Compact();
+      const bool injected = faulty.count > step;
+      EXPECT_EQ(status.ok(), !injected) << status;
+
+      auto restarted = OpenStore();
+      ASSERT_OK_AND_ASSIGN(Checkpoint after, restarted->Load());
+      EXPECT_THAT(after.claims, SizeIs(2));
+      EXPECT_THAT(Files(), ElementsAre("checkpoint.journal", "checkpoint.json", "checkpoint.lock"));
+      if (!injected) break;
+      ASSERT_LT(step, 20);
+    }
+  }
 }
 
 TEST_F(StoreTest, LockSerializesProcessesAndThreads) {
@@ -228,12 +431,18 @@ namespace {
 TEST_F(StoreTest, KillNineWhileWritingNeverCorrupts) {
   ASSERT_NE(OpenStore(), nullptr);
   std::mt19937 rng(42);
-  for (int round = 0; round < 15; ++round) {
+  for (int round = 0; round < 30; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
+    // Odd rounds: a small journal, so that kills also land in background compactions.
+    StoreOptions options{.dir = dir_.string()};
+    if (round % 2 == 1) {
+      options.journal_bytes = 16 * 4096;
+      options.compact_after_bytes = 4 * 4096;
+    }
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      auto store = CheckpointStore::Open({.dir = dir_.string()});
+      auto store = CheckpointStore::Open(options);
       if (!store.ok()) ::_exit(1);
       for (int i = 0;; ++i) {
         const std::string uid = "c" + std::to_string(i % 50);
@@ -253,9 +462,7 @@ TEST_F(StoreTest, KillNineWhileWritingNeverCorrupts) {
     ASSERT_NE(restarted, nullptr);
     ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, restarted->Load());
     for (const auto& [uid, claim] : checkpoint.claims) EXPECT_EQ(claim.uid, uid);
-    for (const std::string& file : Files()) {
-      EXPECT_TRUE(file == "checkpoint.json" || file == "checkpoint.lock") << file;
-    }
+    EXPECT_THAT(Files(), ElementsAre("checkpoint.journal", "checkpoint.json", "checkpoint.lock"));
   }
 }
 

@@ -16,6 +16,9 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +64,17 @@ class FileSystem {
   virtual absl::StatusOr<std::vector<DirEntry>> ListDir(const std::string& dir) = 0;
   // MakeDirs creates `dir` and its missing parents with `mode`; an existing directory is OK.
   virtual absl::Status MakeDirs(const std::string& dir, mode_t mode) = 0;
+
+  // In-place writers (state/'s journal overwrites a preallocated file instead of replacing it):
+  // OpenFile opens an existing file read-write; ReadAt reads up to `size` bytes at `offset`
+  // (fewer at the end of the file); WriteAt writes all of `data` at `offset`; DataSync is
+  // fdatasync(2), which skips the metadata flush when the file's size and blocks are unchanged.
+  virtual absl::StatusOr<int> OpenFile(const std::string& path) = 0;
+  virtual absl::StatusOr<std::string> ReadAt(int fd, std::uint64_t offset, std::size_t size,
+                                             const std::string& path) = 0;
+  virtual absl::Status WriteAt(int fd, std::string_view data, std::uint64_t offset,
+                               const std::string& path) = 0;
+  virtual absl::Status DataSync(int fd, const std::string& path) = 0;
 };
 
 // RealFileSystem returns the process-wide POSIX implementation.

@@ -71,6 +71,9 @@ class StateCheckpointStore final : public CheckpointStore {
   static absl::StatusOr<std::unique_ptr<StateCheckpointStore>> Open(const std::string& dir,
                                                                     std::string driver,
                                                                     std::string cdi_root);
+  // Open with every state/ option (journal size, a file-system seam for crash injection).
+  static absl::StatusOr<std::unique_ptr<StateCheckpointStore>> Open(
+      const state::StoreOptions& options, std::string driver, std::string cdi_root);
 
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) override;
   absl::Status Put(const ClaimRecord& record) override;

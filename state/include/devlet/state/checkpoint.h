@@ -5,9 +5,13 @@
 // writes it; the NRI plugin reads it ("what did pod X get"). See store.h for the file on disk.
 //
 // On-disk encoding (one JSON object, one line):
-//   {"kind":"DevletCheckpoint","version":1,"checksum":"crc32:<8 hex>","data":{"claims":{...}}}
+//   {"kind":"DevletCheckpoint","version":2,"checksum":"crc32:<8 hex>",
+//    "data":{"claims":{...},"journalSeq":N}}
 // The checksum covers the compact serialization of "data". A file that is truncated, does not
 // parse, or whose checksum does not match is reported as kDataLoss, never silently dropped.
+// journalSeq is the last journal record folded into the file (journal.h); changes after it are
+// in checkpoint.journal. Version 1 (no journal) is still read; a devlet that only knows version 1
+// refuses version 2 instead of ignoring the journal.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +24,8 @@
 
 namespace devlet::state {
 
-// kCheckpointVersion is the format version this build writes and reads.
-inline constexpr int kCheckpointVersion = 1;
+// kCheckpointVersion is the format version this build writes (it reads 1 and 2).
+inline constexpr int kCheckpointVersion = 2;
 
 // ClaimState is how far preparing a claim got.
 enum class ClaimState {
@@ -70,13 +74,16 @@ struct Checkpoint {
   bool operator==(const Checkpoint&) const = default;
 };
 
-// EncodeCheckpoint serializes `checkpoint` with its version and checksum.
-std::string EncodeCheckpoint(const Checkpoint& checkpoint);
+// EncodeCheckpoint serializes `checkpoint` with its version, checksum and the sequence number of
+// the last journal record it includes.
+std::string EncodeCheckpoint(const Checkpoint& checkpoint, std::uint64_t journal_seq = 0);
 
 // DecodeCheckpoint parses and verifies a checkpoint file's contents. Truncated, unparsable or
 // checksum-mismatched data is kDataLoss; a version from a newer devlet is kFailedPrecondition.
-// `source` (a path) is used in messages.
-absl::StatusOr<Checkpoint> DecodeCheckpoint(std::string_view data, std::string_view source = "");
+// `source` (a path) is used in messages; `journal_seq`, if given, receives journalSeq (0 for
+// version 1).
+absl::StatusOr<Checkpoint> DecodeCheckpoint(std::string_view data, std::string_view source = "",
+                                            std::uint64_t* journal_seq = nullptr);
 
 // Crc32 is the IEEE CRC-32 (as zlib's crc32) of `data`.
 std::uint32_t Crc32(std::string_view data);

@@ -1,10 +1,16 @@
 // File: devlet/state/store.h
 //
-// CheckpointStore keeps the Checkpoint in `<dir>/checkpoint.json`, guarded by an flock(2) on
+// CheckpointStore keeps the Checkpoint in `<dir>/checkpoint.json` (the snapshot) plus
+// `<dir>/checkpoint.journal` (changes since the snapshot, journal.h), guarded by an flock(2) on
 // `<dir>/checkpoint.lock` (so a rolling-update twin process and both plugins in this process
-// serialize), and rewritten atomically (temp file, fsync, rename, fsync dir) on every change.
-// Every call re-reads the file: there is no cross-call cache, so another process's writes are
-// seen.
+// serialize). A change is durable when the call returns: one journal record written in place
+// and fdatasync'd (about 0.1 ms on the dev VM's disk, against 0.4 ms idle and up to 100 ms under
+// other processes' writes for a rename-based rewrite). The snapshot is rewritten atomically
+// (temp file, fsync, rename, fsync dir) and the journal cleared ("compaction") when the store
+// opens and, in a background thread, once the journal holds more than compact_after_bytes.
+// Every call sees other processes' writes: it checks the snapshot's identity (inode, size,
+// times) and reads the journal from where the last call stopped; the parsed state is cached
+// between calls only as long as the snapshot is the same file.
 //
 //   DEVLET_ASSIGN_OR_RETURN(auto store, devlet::state::CheckpointStore::Open({.dir = data_dir}));
 //   DEVLET_RETURN_IF_ERROR(store->RecordPrepareStarted(claim));   // before any side effect
@@ -18,17 +24,21 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "devlet/cdi/file_system.h"
 #include "devlet/state/checkpoint.h"
+#include "devlet/state/journal.h"
 
 namespace devlet::state {
 
@@ -37,13 +47,32 @@ struct StoreOptions {
   std::string dir;                                   // e.g. /var/lib/kubelet/plugins/<driver>
   cdi::FileSystem* fs = nullptr;                     // nullptr: cdi::RealFileSystem()
   std::chrono::milliseconds lock_timeout{10000};     // how long to wait for the flock
+  // Size of the preallocated journal. 0: no journal, every change rewrites checkpoint.json (a
+  // journal left by an earlier run is folded in and removed at Open).
+  std::uint64_t journal_bytes = 4 << 20;
+  // Compact once the journal holds more than this many bytes and no change came for
+  // `compact_idle` (compaction holds the lock for a snapshot write and the journal's clearing,
+  // a few ms: better spent when no kubelet call waits), or at once past three quarters of the
+  // journal. A change that does not fit in the journal at all goes into a new snapshot at once.
+  std::uint64_t compact_after_bytes = 1 << 20;
+  std::chrono::milliseconds compact_idle{200};
+  // Compact in a background thread (the caller of the change that crossed the threshold does not
+  // wait); false: in that caller, after its change is durable (deterministic, for tests).
+  bool background_compaction = true;
 };
 
 // CheckpointStore is the checkpoint file and its lock. Thread-safe.
 class CheckpointStore {
  public:
-  // Open creates `dir` (0700) if needed and removes temp files a crash left behind.
+  // Open creates `dir` (0700) if needed, removes temp files a crash left behind, creates the
+  // journal, and folds a non-empty journal into a new snapshot (a torn last record, from a crash
+  // in the middle of a write, is dropped with a log line). A corrupted snapshot or journal does
+  // not fail Open: every later call reports it (kDataLoss).
   static absl::StatusOr<std::unique_ptr<CheckpointStore>> Open(StoreOptions options);
+
+  ~CheckpointStore();
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
 
   // Load returns the current checkpoint (empty when the file does not exist yet).
   absl::StatusOr<Checkpoint> Load();
@@ -72,13 +101,18 @@ class CheckpointStore {
   // FindByPod returns the claims recorded for `pod_uid`, in claim-UID order.
   absl::StatusOr<std::vector<PreparedClaim>> FindByPod(const std::string& pod_uid);
 
-  // QuarantineCorrupted renames a checkpoint that does not decode to
-  // "checkpoint.json.corrupt-<unix seconds>" and returns the new path, so the daemon can start
-  // from an empty checkpoint and reconcile; returns "" when the checkpoint is fine or missing.
+  // QuarantineCorrupted renames a checkpoint whose snapshot or journal does not decode to
+  // "checkpoint.json.corrupt-<unix seconds>" (and the journal to
+  // "checkpoint.journal.corrupt-<unix seconds>") and returns the new snapshot path, so the daemon
+  // can start from an empty checkpoint and reconcile; returns "" when the checkpoint is fine.
   absl::StatusOr<std::string> QuarantineCorrupted();
 
-  // path is the checkpoint file; lock_path the lock file.
+  // Compact folds the journal into a new snapshot now and clears it.
+  absl::Status Compact();
+
+  // path is the snapshot; journal_path the journal; lock_path the lock file.
   const std::string& path() const { return path_; }
+  const std::string& journal_path() const { return journal_path_; }
   const std::string& lock_path() const { return lock_path_; }
 
  private:
@@ -86,14 +120,48 @@ class CheckpointStore {
 
   class Lock;
   absl::StatusOr<Lock> Acquire();
+  absl::Status OpenJournalLocked();
   absl::StatusOr<Checkpoint> LoadLocked();
-  absl::Status SaveLocked(const Checkpoint& checkpoint);
+  void LogTorn(const JournalReplay& replay);
+  absl::Status SaveLocked(const Checkpoint& before, const Checkpoint& after);
+  absl::Status CompactLocked(const Checkpoint& checkpoint);
+  absl::Status ClearJournalLocked(std::uint64_t bytes);
+  void MaybeCompactLater(bool now);
+  void RunCompactor();
 
   StoreOptions options_;
   cdi::FileSystem& fs_;
   std::string path_;
+  std::string journal_path_;
   std::string lock_path_;
   std::mutex mu_;  // serializes this process's threads before the flock
+
+  // FileId identifies one version of the snapshot file (a rewrite is a new inode and ctime).
+  struct FileId {
+    bool exists = false;
+    std::uint64_t dev = 0, ino = 0, size = 0;
+    std::int64_t mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const FileId&) const = default;
+  };
+  FileId SnapshotId() const;
+
+  // Valid under the lock after LoadLocked.
+  std::optional<Checkpoint> cache_;  // the state at journal_seq_ / journal_end_
+  FileId cached_snapshot_;           // the snapshot cache_ was built on
+  int journal_fd_ = -1;
+  std::uint64_t journal_size_ = 0;
+  std::uint64_t journal_end_ = 0;      // where the next record goes
+  std::uint64_t journal_seq_ = 0;      // last sequence number (snapshot's or journal's)
+  bool journal_torn_ = false;          // an unreadable last record sits at journal_end_
+  std::uint64_t logged_torn_at_ = ~std::uint64_t{0};  // torn tail already logged at this offset
+
+  std::mutex compactor_mu_;
+  std::condition_variable compactor_cv_;
+  std::thread compactor_;
+  bool compact_requested_ = false;
+  bool compact_now_ = false;  // past the hard limit: do not wait for a quiet moment
+  std::chrono::steady_clock::time_point last_change_;
+  bool stopping_ = false;
 };
 
 }  // namespace devlet::state

@@ -20,9 +20,9 @@
 namespace devlet::cdi::testing {
 
 // FaultyFileSystem forwards to the real one and fails the `fail_at`-th write-side operation
-// (CreateTempFile, Write, Sync, Close, Rename, SyncDir, Remove) with ENOSPC. With `crash`, the
-// failing Write first writes half its data, and every later operation fails too: the process
-// "died" there and cleans nothing up.
+// (CreateTempFile, Write, Sync, Close, Rename, SyncDir, Remove, WriteAt, DataSync) with ENOSPC.
+// With `crash`, the failing Write or WriteAt first writes half its data (a torn write), and every
+// later operation fails too: the process "died" there and cleans nothing up.
 class FaultyFileSystem final : public FileSystem {
  public:
   int fail_at = -1;    // index of the step that fails; -1: none
@@ -77,6 +77,28 @@ class FaultyFileSystem final : public FileSystem {
   }
   absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
     return real().MakeDirs(dir, mode);
+  }
+  absl::StatusOr<int> OpenFile(const std::string& path) override { return real().OpenFile(path); }
+  absl::StatusOr<std::string> ReadAt(int fd, std::uint64_t offset, std::size_t size,
+                                     const std::string& path) override {
+    return real().ReadAt(fd, offset, size, path);
+  }
+  absl::Status WriteAt(int fd, std::string_view data, std::uint64_t offset,
+                       const std::string& path) override {
+    const bool was_dead = dead;
+    if (absl::Status s = Step("write " + path); !s.ok()) {
+      // Torn: the write that "crashed" got half-way; a dead process writes nothing more.
+      if (crash && !was_dead) {
+        (void)real().WriteAt(fd, data.substr(0, data.size() / 2), offset, path);
+      }
+      return s;
+    }
+    return real().WriteAt(fd, data, offset, path);
+  }
+  absl::Status DataSync(int fd, const std::string& path) override {
+    DEVLET_RETURN_IF_ERROR(Step("fdatasync " + path));
+    ++syncs;
+    return real().DataSync(fd, path);
   }
 
  private:

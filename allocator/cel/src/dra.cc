@@ -286,4 +286,205 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, con
                                  " could not be converted to bool");
 }
 
+// ---- Derived attributes ----------------------------------------------------------------------
+
+namespace {
+
+// Kubernetes accepts these as a derived attribute or as the element type of a list of them
+// (cel.AnyType has no counterpart here; our checker says dyn).
+bool DerivedScalarType(const Type& t) {
+  switch (t.kind()) {
+    case Type::Kind::kBool:
+    case Type::Kind::kInt:
+    case Type::Kind::kString:
+    case Type::Kind::kDyn:
+    case Type::Kind::kSemver: return true;
+    default: return false;
+  }
+}
+
+absl::Status CheckDerivedType(const Type& t) {
+  if (DerivedScalarType(t)) return absl::OkStatus();
+  if (t.kind() == Type::Kind::kList && DerivedScalarType(t.param0())) return absl::OkStatus();
+  // The stored-expressions environment always allows lists, so this is the text with lists.
+  return devlet::InvalidArgument(
+      "must evaluate to a primitive scalar (string, integer, boolean, semver) or a list of these "
+      "scalars, not " + t.DebugString());
+}
+
+EnvironmentOptions DerivedEnvironment(const SelectorOptions& options) {
+  EnvironmentOptions env;
+  env.libraries = kAllLibraries;
+  if (!options.list_type_attributes) env.libraries &= ~static_cast<uint32_t>(kIncludesLibrary);
+  env.homogeneous_aggregate_literals = true;
+  env.validate_regex_literals = true;
+  env.variables.emplace_back("device", Type::DraDevice());
+  env.dra_allow_multiple_allocations = options.consumable_capacity;
+  env.constant_conversion_errors_at_compile_time = true;
+  env.strings_v2_format = true;
+  env.nan_ordering_errors = true;
+  env.kubernetes_messages = true;
+  return env;
+}
+
+constexpr std::string_view kInstantiationPrefix = "program instantiation failed: ";
+
+// The Go type name (fmt's %T) of the value cel-go's ref.Val.Value() returns, for the texts of
+// Kubernetes' valToDeviceAttribute.
+std::string GoTypeName(const internal::Val& v) {
+  using internal::VK;
+  switch (v.kind) {
+    case VK::kNull: return "structpb.NullValue";
+    case VK::kBool: return "bool";
+    case VK::kInt: return "int64";
+    case VK::kUint: return "uint64";
+    case VK::kDouble: return "float64";
+    case VK::kString: return "string";
+    case VK::kBytes: return "[]uint8";
+    case VK::kList: return "[]ref.Val";
+    case VK::kMap: return "map[ref.Val]ref.Val";
+    case VK::kOptional: return v.opt == nullptr ? "<nil>" : GoTypeName(*v.opt);
+    case VK::kType: return "*types.Type";
+    case VK::kQuantity: return "*resource.Quantity";
+    case VK::kSemver: return "semver.Version";
+    case VK::kTimestamp: return "time.Time";
+    case VK::kDuration: return "time.Duration";
+    case VK::kIP: return "netip.Addr";
+    case VK::kCIDR: return "netip.Prefix";
+    case VK::kFormat: return "cel.Format";
+    case VK::kURL: return "*url.URL";
+    case VK::kDevice:
+    case VK::kDeviceMap:
+    case VK::kDomainMap: return "map[string]interface {}";
+    case VK::kError: break;
+  }
+  return "error";
+}
+
+// The scalar a value stands for, as Kubernetes' switch on Value() sees it (an optional's Value()
+// is its content), or nullopt.
+std::optional<DerivedValue> DerivedScalar(const internal::Val& in) {
+  using internal::VK;
+  const internal::Val* v = &in;
+  while (v->kind == VK::kOptional && v->opt != nullptr) v = v->opt;
+  DerivedValue out;
+  switch (v->kind) {
+    case VK::kBool:
+      out.kind = Attribute::Kind::kBool;
+      out.bool_value = v->b;
+      return out;
+    case VK::kInt:
+      out.kind = Attribute::Kind::kInt;
+      out.int_value = v->i;
+      return out;
+    case VK::kString:
+      out.kind = Attribute::Kind::kString;
+      out.string_value = std::string(v->str());
+      return out;
+    case VK::kSemver:
+      out.kind = Attribute::Kind::kVersion;
+      out.string_value = v->v->ToString();
+      return out;
+    default: return std::nullopt;
+  }
+}
+
+std::string_view KindGoName(Attribute::Kind kind) {
+  switch (kind) {
+    case Attribute::Kind::kBool: return "bool";
+    case Attribute::Kind::kInt: return "int";
+    case Attribute::Kind::kString: return "string";
+    case Attribute::Kind::kVersion: return "semver";
+    case Attribute::Kind::kList: break;
+  }
+  return "list";
+}
+
+absl::StatusOr<DerivedAttribute> ToDerivedAttribute(const internal::Val& v) {
+  DerivedAttribute out;
+  if (std::optional<DerivedValue> scalar = DerivedScalar(v)) {
+    out.values.push_back(std::move(*scalar));
+    return out;
+  }
+  if (v.kind != internal::VK::kList) {
+    return devlet::InvalidArgument("unsupported CEL return type: " + GoTypeName(v));
+  }
+  out.is_list = true;
+  if (v.n == 0) return out;  // Kubernetes: an empty string list
+  const internal::Val* data = v.list_data();
+  // The first element decides the list's type (Kubernetes type-switches each element's Value(),
+  // which for an optional is its content: DerivedScalar unwraps optionals the same way).
+  std::optional<DerivedValue> first = DerivedScalar(data[0]);
+  if (!first) {
+    return devlet::InvalidArgument("unsupported list element type: " + GoTypeName(data[0]));
+  }
+  out.values.reserve(v.n);
+  for (uint32_t i = 0; i < v.n; ++i) {
+    std::optional<DerivedValue> e = DerivedScalar(data[i]);
+    if (!e || e->kind != first->kind) {
+      return devlet::InvalidArgument("expected list element at index " + std::to_string(i) +
+                                     " to be " + std::string(KindGoName(first->kind)) + ", got " +
+                                     GoTypeName(data[i]));
+    }
+    out.values.push_back(std::move(*e));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Program> CompileDerivedAttribute(std::string_view expression,
+                                                const SelectorOptions& options) {
+  EnvironmentOptions env = DerivedEnvironment(options);
+  absl::StatusOr<Program> program = Environment(env).Compile(expression);
+  if (program.ok()) {
+    DEVLET_RETURN_IF_ERROR(CheckDerivedType(program->result_type()));
+    return program;
+  }
+  // Kubernetes checks the result type before it instantiates the program, so a wrong type wins
+  // over a failing constant conversion: find the type without planning those conversions.
+  if (devlet::Message(program.status()).starts_with(kInstantiationPrefix)) {
+    env.constant_conversion_errors_at_compile_time = false;
+    absl::StatusOr<Program> typed = Environment(env).Compile(expression);
+    if (typed.ok()) DEVLET_RETURN_IF_ERROR(CheckDerivedType(typed->result_type()));
+  }
+  return program.status();
+}
+
+absl::StatusOr<DerivedAttribute> EvaluateDerivedAttribute(const Program& program,
+                                                          const DeviceView& device,
+                                                          const MatchOptions& options,
+                                                          uint64_t* cost) {
+  if (absl::Status conversion = device.AttributeConversionError(); !conversion.ok()) {
+    if (cost != nullptr) *cost = 0;
+    return conversion;
+  }
+  internal::ScratchArena scratch;
+  internal::Ctx ctx(scratch.arena());
+  ctx.device = &device;
+  ctx.limit = options.cost_limit ? options.cost_limit : UINT64_MAX;
+  ctx.deadline = options.deadline;
+  ctx.cancelled = options.cancelled;
+  Activation empty;
+  ctx.activation = &empty;
+  const internal::Val v = program.impl().Run(ctx);
+  if (cost != nullptr) {
+    *cost = ctx.abort == EvalResult::Abort::kCostLimit || ctx.abort == EvalResult::Abort::kInternal
+                ? ctx.cost_at_abort
+                : ctx.cost;
+  }
+  if (v.kind == internal::VK::kError) {
+    const std::string_view msg = v.str();
+    switch (ctx.abort) {
+      case EvalResult::Abort::kDeadline: return devlet::DeadlineExceeded(msg);
+      case EvalResult::Abort::kCancelled: return devlet::Cancelled(msg);
+      case EvalResult::Abort::kCostLimit: return devlet::ResourceExhausted(msg);
+      case EvalResult::Abort::kNone:
+      case EvalResult::Abort::kInternal: return devlet::InvalidArgument(msg);
+    }
+  }
+  // Copy out of the scratch arena before it goes.
+  return ToDerivedAttribute(v);
+}
+
 }  // namespace devlet::cel::dra

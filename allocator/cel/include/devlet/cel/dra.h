@@ -173,4 +173,42 @@ struct MatchOptions {
 absl::StatusOr<bool> Match(const Program& program, const DeviceView& device,
                            const MatchOptions& options = {}, uint64_t* cost = nullptr);
 
+// ---- Derived attributes (KEP-6080, DRADerivedAttributes) -----------------------------------
+
+// CompileDerivedAttribute compiles the expression of a claim's `derivedAttributes[]` entry in the
+// selector environment (same `device` variable, libraries and literal rules), but instead of a
+// bool it must produce a value that a matchAttribute/distinctAttribute constraint can compare:
+// bool, int, string, semver, dyn, or a list of one of these. Errors (InvalidArgument) read like
+// Kubernetes' ("compilation failed: ERROR: ...", "must evaluate to a primitive scalar (string,
+// integer, boolean, semver) or a list of these scalars, not double", "program instantiation
+// failed: ..."), in Kubernetes' order: parse/check, then the result type, then instantiation.
+absl::StatusOr<Program> CompileDerivedAttribute(std::string_view expression,
+                                                const SelectorOptions& options = {});
+
+// DerivedValue is one scalar of an evaluated derived attribute.
+struct DerivedValue {
+  Attribute::Kind kind = Attribute::Kind::kInt;  // kInt, kBool, kString or kVersion
+  int64_t int_value = 0;
+  bool bool_value = false;
+  std::string string_value;  // kString; kVersion: the version in its canonical spelling
+  friend bool operator==(const DerivedValue&, const DerivedValue&) = default;
+};
+
+// DerivedAttribute is an evaluated derived attribute, owned: a scalar (one value) or a list. An
+// empty list is a list of strings with no values, as Kubernetes represents it.
+struct DerivedAttribute {
+  bool is_list = false;
+  std::vector<DerivedValue> values;
+};
+
+// EvaluateDerivedAttribute evaluates a program from CompileDerivedAttribute against a device.
+// Like Match, the device's AttributeConversionError comes first. A runtime error is returned as
+// Match returns it; a result Kubernetes cannot store as an attribute is InvalidArgument with its
+// text ("unsupported CEL return type: float64", "unsupported list element type: float64",
+// "expected list element at index 1 to be int, got string").
+absl::StatusOr<DerivedAttribute> EvaluateDerivedAttribute(const Program& program,
+                                                          const DeviceView& device,
+                                                          const MatchOptions& options = {},
+                                                          uint64_t* cost = nullptr);
+
 }  // namespace devlet::cel::dra

@@ -119,7 +119,8 @@ bool IsScalar(const Type& t) {
 bool IsStruct(const Type& t) {
   return t.kind() == Type::Kind::kDraDevice || t.kind() == Type::Kind::kQuantity ||
          t.kind() == Type::Kind::kSemver || t.kind() == Type::Kind::kIP ||
-         t.kind() == Type::Kind::kCIDR || t.kind() == Type::Kind::kFormat;
+         t.kind() == Type::Kind::kCIDR || t.kind() == Type::Kind::kFormat ||
+         t.kind() == Type::Kind::kURL;
 }
 
 uint64_t RuneCount(const std::string& s) {
@@ -608,6 +609,23 @@ class Coster {
                           std::nullopt};
     }
     if (name == "format.named") return CallEstimate{Fixed(1), std::nullopt};
+    if (name == "url") {
+      // The string's traversal; the URL's size is the string's (it prices URL equality).
+      if (args.size() != 1) return std::nullopt;
+      const Est sz = SizeOf(args[0]);
+      return CallEstimate{ByFactor(sz, kStringFactor), sz};
+    }
+    if (name == "getScheme" || name == "getHost" || name == "getHostname" || name == "getPort" ||
+        name == "getEscapedPath" || name == "getQuery") {
+      return CallEstimate{Fixed(1), std::nullopt};
+    }
+    if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
+        args[0].type.kind() == K::kURL) {
+      // Kubernetes sizes both sides by the right operand's computed size (a url() call's string,
+      // a literal; {1, 1} otherwise) and charges its traversal, at least 1.
+      const Est size = args[1].computed.value_or(Fixed(1));
+      return CallEstimate{ByFactor(Est{1, size.max}, kStringFactor), std::nullopt};
+    }
     if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
         args[0].type.kind() == K::kFormat) {
       // Formats compare by name: MaxFormatSize 64 at the string traversal factor.

@@ -50,8 +50,10 @@ uint64_t EqCost(const Val* a, uint32_t) { return CostOf(0.1, std::min(ActualSize
 // Kubernetes' CallCost prices `==` with a library object on the left at 1 (`!=` it leaves to
 // cel-go, which charges by size).
 uint64_t EqualsCost(const Val* a, uint32_t n) {
-  return a[0].kind == VK::kIP || a[0].kind == VK::kCIDR || a[0].kind == VK::kFormat ? 1
-                                                                                    : EqCost(a, n);
+  return a[0].kind == VK::kIP || a[0].kind == VK::kCIDR || a[0].kind == VK::kFormat ||
+                 a[0].kind == VK::kURL
+             ? 1
+             : EqCost(a, n);
 }
 uint64_t AddCost(const Val* a, uint32_t) {
   return IsText(a[0]) && a[0].kind == a[1].kind ? CostOf(0.1, ActualSize(a[0]) + ActualSize(a[1])) : 1;
@@ -223,7 +225,8 @@ Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
       (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver) ||
       (a[0].kind == VK::kIP && a[1].kind != VK::kIP) ||
       (a[0].kind == VK::kCIDR && a[1].kind != VK::kCIDR) ||
-      (a[0].kind == VK::kFormat && a[1].kind != VK::kFormat)) {
+      (a[0].kind == VK::kFormat && a[1].kind != VK::kFormat) ||
+      (a[0].kind == VK::kURL && a[1].kind != VK::kURL)) {
     return ctx.NoOverload(name, a, n);
   }
   return Equal(ctx, a[0], a[1]);

@@ -7,6 +7,7 @@
 #include "devlet/common/status.h"
 #include "eval.h"
 #include "netip.h"
+#include "neturl.h"
 #include "utf8.h"
 
 #if __has_include("devlet/cel/quantity.h")
@@ -291,6 +292,74 @@ uint64_t ContainsCidrCost(const Val* a, uint32_t) {
   return CostOf(0.1, 2 * CidrSize(a[0])) + CostOf(0.1, CidrSize(a[0])) + 1 + StringParse(a[1]);
 }
 
+// ---- URL (library/urls.go) --------------------------------------------------------------------
+
+// url() checks the text with url.ParseRequestURI (an absolute URI or an absolute path), then
+// keeps what url.Parse makes of it (ParseRequestURI would read a fragment into the path).
+Val UrlFn(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("url");
+  constexpr std::string_view kPrefix = "URL parse error during conversion from string: ";
+  std::string error;
+  GoUrl checked;
+  if (!ParseRequestUri(a[0].str(), &checked, &error)) return ctx.Error(std::string(kPrefix) + error);
+  auto* url = ctx.arena.New<GoUrl>();
+  if (!ParseUrl(a[0].str(), url, &error)) return ctx.Error(std::string(kPrefix) + error);
+  Val r;
+  r.kind = VK::kURL;
+  r.url = url;
+  return r;
+}
+Val IsUrl(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString) NO_OVERLOAD("isURL");
+  GoUrl url;
+  std::string error;
+  return Val::Bool(ParseRequestUri(a[0].str(), &url, &error));
+}
+enum class UrlPart { kScheme, kHost, kHostname, kPort, kEscapedPath };
+template <UrlPart kPart>
+Val UrlGet(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kURL) {
+    NO_OVERLOAD(kPart == UrlPart::kScheme     ? "getScheme"
+                : kPart == UrlPart::kHost     ? "getHost"
+                : kPart == UrlPart::kHostname ? "getHostname"
+                : kPart == UrlPart::kPort     ? "getPort"
+                                              : "getEscapedPath");
+  }
+  const GoUrl& u = *a[0].url;
+  switch (kPart) {
+    case UrlPart::kScheme: return Val::Str(u.scheme);  // the URL lives as long as the arena
+    case UrlPart::kHost: return Val::Str(u.host);
+    case UrlPart::kHostname: return Val::Str(Hostname(u));
+    case UrlPart::kPort: return Val::Str(Port(u));
+    case UrlPart::kEscapedPath: return ctx.String(EscapedPath(u));
+  }
+  return Val::Str("");
+}
+// getQuery: map(string, list(string)), each key's values in order.
+Val UrlQuery(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kURL) NO_OVERLOAD("getQuery");
+  const QueryValues query = ParseQuery(a[0].url->raw_query);
+  const auto size = static_cast<uint32_t>(query.size());
+  auto* rep = ctx.arena.New<MapRep>();
+  rep->keys = ctx.arena.NewArray<Val>(size);
+  rep->vals = ctx.arena.NewArray<Val>(size);
+  rep->used = rep->cap = size;
+  for (uint32_t i = 0; i < size; ++i) {
+    rep->keys[i] = ctx.String(query[i].first);
+    Val list = ctx.ListWithCapacity(static_cast<uint32_t>(query[i].second.size()));
+    for (const std::string& value : query[i].second) {
+      const Val v = ctx.String(value);
+      list = ctx.Append(list, &v, 1);
+    }
+    rep->vals[i] = list;
+  }
+  Val r;
+  r.kind = VK::kMap;
+  r.m = rep;
+  r.n = size;
+  return r;
+}
+
 #undef NO_OVERLOAD
 }  // namespace
 
@@ -369,7 +438,7 @@ std::shared_ptr<const Semver> CopySemver(const Semver& v) {
 
 std::vector<FunctionDef> KubernetesObjectFunctions() {
   constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary, kIP = kIPLibrary,
-                     kC = kCIDRLibrary;
+                     kC = kCIDRLibrary, kU = kURLLibrary;
   return {
       {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1},
       {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1},
@@ -405,6 +474,15 @@ std::vector<FunctionDef> KubernetesObjectFunctions() {
       {"containsCIDR", ContainsCidr, false, true, kC, ContainsCidrCost, K::kBool, 2, 2},
       {"masked", Masked, false, true, kC, nullptr, K::kCIDR, 1, 1},
       {"prefixLength", PrefixLength, false, true, kC, nullptr, K::kInt, 1, 1},
+      {"url", UrlFn, true, false, kU, ParseCost, K::kURL, 1, 1},
+      {"isURL", IsUrl, true, false, kU, nullptr, K::kBool, 1, 1},
+      {"getScheme", UrlGet<UrlPart::kScheme>, false, true, kU, nullptr, K::kString, 1, 1},
+      {"getHost", UrlGet<UrlPart::kHost>, false, true, kU, nullptr, K::kString, 1, 1},
+      {"getHostname", UrlGet<UrlPart::kHostname>, false, true, kU, nullptr, K::kString, 1, 1},
+      {"getPort", UrlGet<UrlPart::kPort>, false, true, kU, nullptr, K::kString, 1, 1},
+      {"getEscapedPath", UrlGet<UrlPart::kEscapedPath>, false, true, kU, nullptr, K::kString, 1,
+       1},
+      {"getQuery", UrlQuery, false, true, kU, nullptr, K::kMap, 1, 1},
   };
 }
 

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "netip.h"
 
@@ -10,7 +11,7 @@ namespace devlet::cel::internal {
 namespace {
 
 // The unescaping modes of net/url that parsing uses.
-enum class Mode { kPath, kHost, kZone, kUserPassword, kFragment };
+enum class Mode { kPath, kHost, kZone, kUserPassword, kQueryComponent, kFragment };
 
 bool IsHex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -71,9 +72,68 @@ bool Unescape(std::string_view s, Mode mode, std::string* out, std::string* erro
     if (s[i] == '%') {
       out->push_back(static_cast<char>(Unhex(s[i + 1]) << 4 | Unhex(s[i + 2])));
       i += 2;
+    } else if (s[i] == '+' && mode == Mode::kQueryComponent) {
+      out->push_back(' ');  // a query component's '+' is a space
     } else {
       out->push_back(s[i]);
     }
+  }
+  return true;
+}
+
+// net/url's shouldEscape for the modes used here: whether writing `c` needs %XX.
+bool ShouldEscape(unsigned char c, Mode mode) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+    return false;
+  if ((mode == Mode::kHost || mode == Mode::kZone) && c < 0x80 && HostByte(c))
+    return false;
+  if (c == '-' || c == '_' || c == '.' || c == '~')
+    return false;
+  constexpr std::string_view kReserved = "$&+,/:;=?@";
+  if (c < 0x80 && kReserved.find(static_cast<char>(c)) != std::string_view::npos) {
+    switch (mode) {
+      case Mode::kPath: return c == '?';
+      case Mode::kUserPassword: return c == '@' || c == '/' || c == '?' || c == ':';
+      case Mode::kQueryComponent: return true;
+      case Mode::kFragment: return false;
+      case Mode::kHost:
+      case Mode::kZone: break;
+    }
+  }
+  if (mode == Mode::kFragment && (c == '!' || c == '(' || c == ')' || c == '*'))
+    return false;
+  return true;
+}
+
+// net/url's escape: %XX (upper-case hex) for every byte ShouldEscape names.
+std::string Escape(std::string_view s, Mode mode) {
+  constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == ' ' && mode == Mode::kQueryComponent) {
+      out.push_back('+');
+    } else if (ShouldEscape(c, mode)) {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+// net/url's validEncoded: `s` holds no byte that escaping would change (RFC 3986 pchars, the
+// sub-delims, brackets and '%' are accepted as written).
+bool ValidEncoded(std::string_view s, Mode mode) {
+  constexpr std::string_view kAllowed = "!$&'()*+,;=:@[]%";
+  for (char ch : s) {
+    if (kAllowed.find(ch) != std::string_view::npos)
+      continue;
+    if (ShouldEscape(static_cast<unsigned char>(ch), mode))
+      return false;
   }
   return true;
 }
@@ -283,6 +343,8 @@ bool Parse(std::string_view raw, bool via_request, GoUrl* u, std::string* error)
     }
     if (!ParseAuthority(u->scheme, authority, u, error))
       return false;
+  } else if (!u->scheme.empty() && !rest.empty() && rest[0] == '/') {
+    u->omit_host = true;
   }
   u->escaped_path.assign(rest);
   return Unescape(rest, Mode::kPath, &u->path, error);
@@ -317,6 +379,110 @@ bool ParseUrl(std::string_view raw, GoUrl* out, std::string* error) {
   }
   out->raw_fragment.assign(frag);
   return true;
+}
+
+std::string EscapedPath(const GoUrl& u) {
+  // When the path as written is a valid escaping it decodes to `path` (parsing decoded it), so
+  // Go's RawPath check reduces to ValidEncoded; "*" passes it too.
+  if (ValidEncoded(u.escaped_path, Mode::kPath))
+    return u.escaped_path;
+  return Escape(u.path, Mode::kPath);
+}
+
+namespace {
+// net/url's splitHostPort: a valid ":digits" suffix is the port; brackets are dropped.
+void SplitHostPort(std::string_view host_port, std::string_view* host, std::string_view* port) {
+  *host = host_port;
+  *port = {};
+  const size_t colon = host_port.rfind(':');
+  if (colon != std::string_view::npos && ValidOptionalPort(host_port.substr(colon))) {
+    *host = host_port.substr(0, colon);
+    *port = host_port.substr(colon + 1);
+  }
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
+}
+}  // namespace
+
+std::string_view Hostname(const GoUrl& u) {
+  std::string_view host, port;
+  SplitHostPort(u.host, &host, &port);
+  return host;
+}
+
+std::string_view Port(const GoUrl& u) {
+  std::string_view host, port;
+  SplitHostPort(u.host, &host, &port);
+  return port;
+}
+
+std::string UrlString(const GoUrl& u) {
+  std::string out;
+  if (!u.scheme.empty())
+    out += u.scheme + ":";
+  if (!u.opaque.empty()) {
+    out += u.opaque;
+  } else {
+    if ((!u.scheme.empty() || !u.host.empty() || u.has_user) &&
+        !(u.omit_host && u.host.empty() && !u.has_user)) {
+      if (!u.host.empty() || !u.path.empty() || u.has_user)
+        out += "//";
+      if (u.has_user) {
+        out += Escape(u.username, Mode::kUserPassword);
+        if (u.has_password)
+          out += ":" + Escape(u.password, Mode::kUserPassword);
+        out += "@";
+      }
+      out += Escape(u.host, Mode::kHost);
+    }
+    const std::string path = EscapedPath(u);
+    if (!path.empty() && path[0] != '/' && !u.host.empty())
+      out += "/";
+    // A relative path whose first segment holds a colon gets "./" (it would read as a scheme).
+    if (out.empty() && path.substr(0, path.find('/')).find(':') != std::string::npos)
+      out += "./";
+    out += path;
+  }
+  if (u.force_query || !u.raw_query.empty())
+    out += "?" + u.raw_query;
+  if (!u.fragment.empty()) {
+    out += "#";
+    out += ValidEncoded(u.raw_fragment, Mode::kFragment) && !u.raw_fragment.empty()
+               ? u.raw_fragment
+               : Escape(u.fragment, Mode::kFragment);
+  }
+  return out;
+}
+
+QueryValues ParseQuery(std::string_view raw_query) {
+  QueryValues values;
+  // Go refuses a query of more than 10000 parameters as a whole (URL.Query is then empty).
+  size_t params = 1;
+  for (char c : raw_query)
+    params += c == '&';
+  if (params > 10000)
+    return values;
+  std::unordered_map<std::string, size_t> index;  // key -> position in `values`
+  while (!raw_query.empty()) {
+    const size_t amp = raw_query.find('&');
+    std::string_view pair = raw_query.substr(0, amp);
+    raw_query = amp == std::string_view::npos ? std::string_view() : raw_query.substr(amp + 1);
+    if (pair.empty() || pair.find(';') != std::string_view::npos)
+      continue;
+    const size_t eq = pair.find('=');
+    std::string key, value, error;
+    if (!Unescape(pair.substr(0, eq), Mode::kQueryComponent, &key, &error))
+      continue;
+    if (eq != std::string_view::npos &&
+        !Unescape(pair.substr(eq + 1), Mode::kQueryComponent, &value, &error)) {
+      continue;
+    }
+    const auto [it, added] = index.try_emplace(key, values.size());
+    if (added)
+      values.emplace_back(std::move(key), std::vector<std::string>());
+    values[it->second].second.push_back(std::move(value));
+  }
+  return values;
 }
 
 }  // namespace devlet::cel::internal

@@ -5,6 +5,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace devlet::cel::internal {
 
@@ -17,6 +19,8 @@ struct GoUrl {
   bool has_password = false;
   std::string password;  // unescaped
   std::string host;      // unescaped host[:port]; IPv6 literals keep their brackets
+  // "scheme:/path": a scheme and a rooted path but no authority (String omits the "//").
+  bool omit_host = false;
   std::string path;      // unescaped
   // The path as written (still escaped): Go keeps it as RawPath when escaping `path` again gives
   // a different text (URL.EscapedPath decides between the two).
@@ -34,5 +38,22 @@ bool ParseRequestUri(std::string_view raw, GoUrl* out, std::string* error);
 
 // ParseUrl is url.Parse: the fragment is cut off first; relative references are allowed.
 bool ParseUrl(std::string_view raw, GoUrl* out, std::string* error);
+
+// The accessors of Go's url.URL that Kubernetes' URL library calls.
+
+// EscapedPath is URL.EscapedPath: the path as written when that is a valid escaping of the
+// decoded path, otherwise the decoded path escaped again.
+std::string EscapedPath(const GoUrl& u);
+// Hostname is URL.Hostname: the host without a valid (numeric) port and without brackets.
+std::string_view Hostname(const GoUrl& u);
+// Port is URL.Port: the digits after the host's last colon, or empty.
+std::string_view Port(const GoUrl& u);
+// UrlString is URL.String: the URL written out again (used for equality).
+std::string UrlString(const GoUrl& u);
+
+// QueryValues is URL.Query: keys in the order of their first occurrence, each with its values
+// in order; pairs that url.ParseQuery rejects (a bad escape, a ';') are dropped, as Query does.
+using QueryValues = std::vector<std::pair<std::string, std::vector<std::string>>>;
+QueryValues ParseQuery(std::string_view raw_query);
 
 }  // namespace devlet::cel::internal

@@ -518,7 +518,7 @@ class CallNode final : public Node {
         "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes", "lowerAscii",
         "upperAscii", "substring", "trim", "replace", "split", "join", "find", "findAll",
         "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "ip.isCanonical", "cidr", "isCIDR",
-        "containsIP", "containsCIDR", "validate", "format.named"};
+        "containsIP", "containsCIDR", "validate", "format.named", "url"};
     return std::find(std::begin(kNames), std::end(kNames), def_->name) != std::end(kNames);
   }
 
@@ -702,6 +702,7 @@ std::string GoTypeName(const Val& v) {
     case VK::kIP: return "cel.IP";
     case VK::kCIDR: return "cel.CIDR";
     case VK::kFormat: return "cel.Format";
+    case VK::kURL: return "cel.URL";
     default: return std::string(TypeNameOf(v));
   }
 }
@@ -1441,8 +1442,9 @@ class Planner {
     const FunctionDef* def = FindFunction(name, member, options_.libraries);
     if (def == nullptr) {
       if (options_.type_check) {
-        if (member && IsFunctionName(name, options_.libraries) &&
-            FindFunction(name, false, options_.libraries) != nullptr) {
+        // A declared function called in the other style (global vs member) has no matching
+        // overload in cel-go, e.g. getHost(url("/a")); only unknown names are undeclared.
+        if (FindFunction(name, !member, options_.libraries) != nullptr) {
           Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
                               ArgTypes(args, member) + "'");
         } else {
@@ -1640,7 +1642,8 @@ class Planner {
   };
 
   // i int, u uint, d double, s string, b bytes, B bool, n null, L list, M map, Q Quantity,
-  // S Semver, T type, O optional, * anything.
+  // S Semver, T type, O optional, Z timestamp, D duration, P IP, C CIDR, F format, U URL,
+  // * anything.
   static bool Matches(char p, const Type& t) {
     if (t.is_dyn() || p == '*') return true;
     switch (p) {
@@ -1662,6 +1665,7 @@ class Planner {
       case 'P': return t.kind() == Type::Kind::kIP;
       case 'C': return t.kind() == Type::Kind::kCIDR;
       case 'F': return t.kind() == Type::Kind::kFormat;
+      case 'U': return t.kind() == Type::Kind::kURL;
       default: return false;
     }
   }
@@ -1762,6 +1766,14 @@ class Planner {
         {"validate", {{"Fs", TK::kOptional}}},
         {"prefixLength", {{"C", TK::kInt}}},
         {"isIP", {{"s", TK::kBool}}},
+        {"url", {{"s", TK::kURL}}},
+        {"isURL", {{"s", TK::kBool}}},
+        {"getScheme", {{"U", TK::kString}}},
+        {"getHost", {{"U", TK::kString}}},
+        {"getHostname", {{"U", TK::kString}}},
+        {"getPort", {{"U", TK::kString}}},
+        {"getEscapedPath", {{"U", TK::kString}}},
+        {"getQuery", {{"U", TK::kMap}}},
         {"ip.isCanonical", {{"s", TK::kBool}}},
         {"family", {{"P", TK::kInt}}},
         {"isUnspecified", {{"P", TK::kBool}}},
@@ -1799,6 +1811,7 @@ class Planner {
     if (def.name == "lists.range") return Type::List(Type::Int());
     if (def.name == "format.named") return Type::Optional(Type::Format());
     if (def.name == "validate") return Type::Optional(Type::List(Type::String()));
+    if (def.name == "getQuery") return Type::Map(Type::String(), Type::List(Type::String()));
     if (def.result != Type::Kind::kDyn) {
       switch (def.result) {
         case Type::Kind::kBool: return Type::Bool();
@@ -1815,6 +1828,7 @@ class Planner {
         case Type::Kind::kIP: return Type::IP();
         case Type::Kind::kCIDR: return Type::CIDR();
         case Type::Kind::kFormat: return Type::Format();
+        case Type::Kind::kURL: return Type::URL();
         case Type::Kind::kList: return Type::List(Type::Dyn());
         case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());
         default: return Type::Dyn();
@@ -2306,6 +2320,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
           case VK::kIP: why = ": type conversion error from 'IP' to 'bool'"; break;
           case VK::kCIDR: why = ": type conversion error from 'CIDR' to 'bool'"; break;
           case VK::kFormat: why = ": type conversion error from 'Format' to 'bool'"; break;
+          case VK::kURL: why = ": type conversion error from 'URL' to 'bool'"; break;
           case VK::kDouble: why = ": type conversion error from Double to 'bool'"; break;
           case VK::kBytes: why = ": type conversion error from Bytes to 'bool'"; break;
           case VK::kUint: why = ": unsupported type conversion from 'uint' to bool"; break;

@@ -31,6 +31,7 @@ namespace devlet::cel::internal {
 
 struct IpAddr;
 struct CidrPrefix;
+struct GoUrl;
 
 class Arena {
  public:
@@ -137,6 +138,7 @@ enum class VK : uint8_t {
   kIP,         // ip: a net.IP of Kubernetes' IP library
   kCIDR,       // cidr: a net.CIDR of Kubernetes' CIDR library
   kFormat,     // i: a named format of Kubernetes' format library (format.cc's FormatId)
+  kURL,        // url: a kubernetes.URL of Kubernetes' URL library (Go's url.URL fields)
 };
 
 struct Val;
@@ -180,6 +182,7 @@ struct Val {
     const Semver* v;
     const IpAddr* ip;
     const CidrPrefix* cidr;
+    const GoUrl* url;
     const dra::DeviceView* dev;
     const DomainRef* dom;
   };

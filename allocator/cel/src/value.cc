@@ -153,6 +153,12 @@ Value Value::Format(std::string name) {
   return v;
 }
 
+Value Value::URL(std::string text) {
+  Value v = String(std::move(text));
+  v.kind_ = Kind::kURL;
+  return v;
+}
+
 Value Value::FromSemver(std::shared_ptr<const Semver> semver) {
   Value v;
   v.kind_ = Kind::kSemver;
@@ -207,6 +213,7 @@ std::string Value::TypeName() const {
     case Kind::kIP: return "net.IP";
     case Kind::kCIDR: return "net.CIDR";
     case Kind::kFormat: return "kubernetes.NamedFormat";
+    case Kind::kURL: return "kubernetes.URL";
   }
   return "dyn";
 }
@@ -281,6 +288,7 @@ std::string Value::DebugString() const {
     case Kind::kIP: return "ip(\"" + string_value() + "\")";
     case Kind::kCIDR: return "cidr(\"" + string_value() + "\")";
     case Kind::kFormat: return "format." + string_value() + "()";
+    case Kind::kURL: return "url(\"" + string_value() + "\")";
   }
   return "?";
 }
@@ -342,7 +350,8 @@ bool Value::Equivalent(const Value& a, const Value& b) {
     case Kind::kDuration: return a.scalar_.i == b.scalar_.i && a.nanos_ == b.nanos_;
     case Kind::kIP:
     case Kind::kCIDR:
-    case Kind::kFormat: return a.string_value() == b.string_value();
+    case Kind::kFormat:
+    case Kind::kURL: return a.string_value() == b.string_value();
     default: return false;
   }
 }
@@ -394,6 +403,7 @@ std::string Type::DebugString() const {
     case Kind::kIP: return "net.IP";
     case Kind::kCIDR: return "net.CIDR";
     case Kind::kFormat: return "kubernetes.NamedFormat";
+    case Kind::kURL: return "kubernetes.URL";
   }
   return "dyn";
 }

@@ -8,6 +8,7 @@
 #include "devlet/cel/dra.h"
 #include "eval.h"
 #include "netip.h"
+#include "neturl.h"
 
 namespace devlet::cel::internal {
 
@@ -32,6 +33,7 @@ std::string_view TypeNameOf(const Val& v) {
     case VK::kIP: return "net.IP";
     case VK::kCIDR: return "net.CIDR";
     case VK::kFormat: return "kubernetes.NamedFormat";
+    case VK::kURL: return "kubernetes.URL";
     case VK::kDevice: return "kubernetes.DRADevice";
     case VK::kTimestamp: return "google.protobuf.Timestamp";
     case VK::kDuration: return "google.protobuf.Duration";
@@ -258,6 +260,7 @@ bool EqualBool(const Val& a, const Val& b) {
     case VK::kIP: return *a.ip == *b.ip;
     case VK::kCIDR: return *a.cidr == *b.cidr;
     case VK::kFormat: return a.i == b.i;  // Format.Equal compares the names
+    case VK::kURL: return UrlString(*a.url) == UrlString(*b.url);  // URL.Equal compares String()
     case VK::kDevice: return a.dev == b.dev;
     case VK::kTimestamp: return a.i == b.i && a.n == b.n;
     case VK::kDuration: return a.i == b.i && a.n == b.n;
@@ -615,6 +618,15 @@ Val FromValue(const Value& value, Arena& arena) {
       r.i = id;
       return r;
     }
+    case Value::Kind::kURL: {
+      auto* url = arena.New<GoUrl>();
+      std::string error;
+      if (!ParseUrl(value.string_value(), url, &error)) return ctx.Error(error);
+      Val r;
+      r.kind = VK::kURL;
+      r.url = url;
+      return r;
+    }
     case Value::Kind::kTimestamp: {
       Val r;
       r.kind = VK::kTimestamp;
@@ -671,6 +683,7 @@ Value ToValue(const Val& v) {
     case VK::kIP: return Value::IP(v.ip->ToString());
     case VK::kCIDR: return Value::CIDR(v.cidr->ToString());
     case VK::kFormat: return Value::Format(std::string(FormatName(v.i)));
+    case VK::kURL: return Value::URL(UrlString(*v.url));
     case VK::kTimestamp: return Value::Timestamp(v.i, v.n);
     case VK::kDuration: return Value::Duration(v.i, static_cast<int32_t>(v.n));
     case VK::kDevice: {

@@ -76,8 +76,10 @@ enum Library : uint32_t {
   // Kubernetes cidr(): cidr, isCIDR, containsIP, containsCIDR, ip, masked, prefixLength,
   // string(cidr).
   kCIDRLibrary = 1u << 12,
+  // Kubernetes URLs: url, isURL and the URL members getScheme, getHost, getHostname, getPort,
+  // getEscapedPath, getQuery.
+  kURLLibrary = 1u << 13,
   // Kubernetes format: format.named, format.<name>() for each named format, <format>.validate.
-  // (Bit 13 is left to the URL library.)
   kFormatLibrary = 1u << 14,
   kAllLibraries = (1u << 15) - 1,
 };

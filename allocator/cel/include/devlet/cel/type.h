@@ -40,6 +40,7 @@ class Type {
     kIP,         // net.IP (Kubernetes' IP library)
     kCIDR,       // net.CIDR (Kubernetes' CIDR library)
     kFormat,     // kubernetes.NamedFormat (Kubernetes' format library)
+    kURL,        // kubernetes.URL (Kubernetes' URL library)
   };
 
   // The default type is dyn.
@@ -61,6 +62,7 @@ class Type {
   static Type IP() { return Type(Kind::kIP); }
   static Type CIDR() { return Type(Kind::kCIDR); }
   static Type Format() { return Type(Kind::kFormat); }
+  static Type URL() { return Type(Kind::kURL); }
   static Type List(Type element);
   static Type Map(Type key, Type value);
   static Type Optional(Type value);

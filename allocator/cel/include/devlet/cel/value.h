@@ -54,6 +54,8 @@ class Value {
     // kubernetes.NamedFormat of Kubernetes' format library, held as its name (string_value(),
     // e.g. "dns1123Label").
     kFormat,
+    // kubernetes.URL of Kubernetes' URL library, held as Go's URL.String() text (string_value()).
+    kURL,
   };
 
   // A map entry; CEL maps keep insertion order here (CEL equality ignores order).
@@ -85,6 +87,8 @@ class Value {
   static Value CIDR(std::string canonical);
   // A named format of the format library by its name ("dns1123Label", "uuid", ...).
   static Value Format(std::string name);
+  // A URL of the URL library by its text (as Go's URL.String() writes it); not validated here.
+  static Value URL(std::string text);
   // `nanos` in [0, 1e9) for both: a duration of -1.5s is Duration(-2, 500000000).
   static Value Timestamp(int64_t unix_seconds, int32_t nanos = 0);
   static Value Duration(int64_t seconds, int32_t nanos = 0);
@@ -99,7 +103,7 @@ class Value {
   uint64_t uint_value() const;
   double double_value() const;
   // kString, kBytes, kType (its name), kError (its message), kIP and kCIDR (their
-  // canonical text), kFormat (its name).
+  // canonical text), kFormat (its name), kURL (its text).
   const std::string& string_value() const;
   const std::string& bytes_value() const { return string_value(); }
   const std::string& type_name() const { return string_value(); }

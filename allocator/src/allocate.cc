@@ -59,6 +59,9 @@ struct ReqData {
   bool has_capacity = false;
   std::vector<CapRequest> capacity;
   std::vector<DeviceRef> all_devices;
+  // Derived attributes (DRADerivedAttributes): name as written -> expression; a later entry with
+  // the same name wins, as in upstream's map.
+  std::map<std::string, std::string, std::less<>> derived;
   // Memo array of the last slice looked at (saves the slice's lock per device).
   mutable const CompiledSlice* memo_slice = nullptr;
   mutable std::atomic<uint8_t>* memo = nullptr;
@@ -79,6 +82,7 @@ struct ClaimData {
 struct ConstraintState {
   bool match = true;  // matchAttribute, else distinctAttribute
   std::set<std::string> requests;
+  std::string name;  // as written: the key for the request's derived attributes
   std::string domain, id;
   // matchAttribute
   int num = 0;
@@ -185,7 +189,14 @@ class Search {
   bool IsDeviceAllocated(KeyId k) const {
     return state_.Dedicated(k) || state_.Shared(k) || state_.HasCapacity(k);
   }
-  bool ConstraintAdd(ConstraintState& c, const ReqData& r, const CompiledDevice& d);
+  absl::StatusOr<bool> ConstraintAdd(ConstraintState& c, const ReqData& r,
+                                     const CompiledDevice& d, const PoolView& p);
+  // The attribute a constraint compares: the request's derived attribute of that name, else the
+  // device's own. nullptr when the device has neither.
+  absl::StatusOr<const CompiledAttribute*> LookupAttribute(const ConstraintState& c,
+                                                           const ReqData& r,
+                                                           const CompiledDevice& d,
+                                                           const PoolView& p);
   void ConstraintRemove(ConstraintState& c, const ReqData& r);
   static bool ConstraintApplies(const ConstraintState& c, const ReqData& r);
   void Note(const ReqData& r, const CompiledDevice& d, const PoolView& p, std::string verdict);
@@ -218,6 +229,10 @@ class Search {
   };
   std::vector<std::vector<Undo>> undo_;
   std::set<std::pair<std::string, std::string>> noted_;
+  // Derived attribute values of this call, per (device, expression): upstream evaluates each
+  // expression at most once per device and Allocate call, whichever name or request uses it.
+  std::map<std::pair<KeyId, std::string>, std::unique_ptr<CompiledAttribute>, std::less<>>
+      derived_cache_;
   int64_t steps_ = 0;
 };
 
@@ -285,14 +300,13 @@ absl::StatusOr<ReqData> Search::ValidateRequest(const ClaimData& claim, int requ
     derived = &s.derived_attributes;
   }
   if (!derived->empty()) {
-    if (features_.derived_attributes) {
-      return Unimplemented("claim " + claim.label + ", request " + r.name +
-                           ": derived attributes (DRADerivedAttributes, alpha) are not "
-                           "implemented by devlet");
+    // Rejected rather than ignored with the gate off: the constraints would silently change.
+    if (!features_.derived_attributes) {
+      return InvalidArgument("claim " + claim.label + ", request " + r.name +
+                             ": cannot handle request with derived attributes, the feature is "
+                             "disabled");
     }
-    return InvalidArgument("claim " + claim.label + ", request " + r.name +
-                           ": cannot handle request with derived attributes, the feature is "
-                           "disabled");
+    for (const kube::DeviceDerivedAttribute& a : *derived) r.derived[a.name] = a.expression;
   }
   for (size_t i = 0; i < selectors->size(); ++i) {
     if (!(*selectors)[i].cel) {
@@ -459,7 +473,8 @@ absl::Status Search::Prepare(const std::vector<const kube::ResourceClaim*>& clai
         // Upstream runs its "stable" implementation, which has no distinctAttribute, only when
         // none of the newer features is on; there the constraint is of an unknown type.
         bool stable = !features_.consumable_capacity && !features_.binding_and_status() &&
-                      !features_.fractional_capacity_range && !features_.list_type_attributes;
+                      !features_.fractional_capacity_range && !features_.list_type_attributes &&
+                      !features_.derived_attributes && !features_.compatibility_groups;
         if (stable) {
           return InvalidArgument("claim " + cd.label + ", constraint #" + std::to_string(k) +
                                  ": empty constraint (unsupported constraint type?)");
@@ -471,6 +486,7 @@ absl::Status Search::Prepare(const std::vector<const kube::ResourceClaim*>& clai
                                ": empty constraint (unsupported constraint type?)");
       }
       s.requests.insert(c.requests.begin(), c.requests.end());
+      s.name = *attr;
       size_t slash = attr->find('/');
       if (slash == std::string::npos) {
         s.id = *attr;  // resolved against each device's driver
@@ -782,13 +798,73 @@ bool Search::ConstraintApplies(const ConstraintState& c, const ReqData& r) {
   return c.requests.count(r.parent) > 0 || c.requests.count(r.full_name) > 0;
 }
 
-bool Search::ConstraintAdd(ConstraintState& c, const ReqData& r, const CompiledDevice& d) {
+absl::StatusOr<const CompiledAttribute*> Search::LookupAttribute(const ConstraintState& c,
+                                                                 const ReqData& r,
+                                                                 const CompiledDevice& d,
+                                                                 const PoolView& p) {
+  if (!r.derived.empty()) {
+    if (auto it = r.derived.find(c.name); it != r.derived.end()) {
+      const std::string& expression = it->second;
+      if (auto hit = derived_cache_.find(std::make_pair(d.key, expression));
+          hit != derived_cache_.end()) {
+        return hit->second.get();
+      }
+      std::shared_ptr<const CompiledSelector> compiled = snap_.selectors->CompileDerived(expression);
+      if (compiled->program == nullptr) {
+        return InvalidArgument("compile derived attribute " + c.name +
+                               " failed: " + compiled->compile_error);
+      }
+      cel::dra::MatchOptions mo;
+      mo.deadline = options_.deadline;
+      mo.cancelled = options_.cancelled;
+      auto value = cel::dra::EvaluateDerivedAttribute(*compiled->program, d, mo);
+      if (!value.ok()) {
+        return absl::Status(value.status().code(),
+                            "evaluate derived attribute " + c.name + " on device " + p.id + "/" +
+                                d.name + " failed: " + Message(value.status()));
+      }
+      auto attr = std::make_unique<CompiledAttribute>();
+      attr->is_list = value->is_list;
+      attr->values.reserve(value->values.size());
+      for (cel::dra::DerivedValue& v : value->values) {
+        AttrValue a;
+        switch (v.kind) {
+          case cel::dra::Attribute::Kind::kBool:
+            a.type = AttrValue::Type::kBool;
+            a.i = v.bool_value ? 1 : 0;
+            break;
+          case cel::dra::Attribute::Kind::kString:
+            a.type = AttrValue::Type::kString;
+            a.s = std::move(v.string_value);
+            break;
+          case cel::dra::Attribute::Kind::kVersion:
+            a.type = AttrValue::Type::kVersion;
+            a.s = std::move(v.string_value);
+            break;
+          default:
+            a.type = AttrValue::Type::kInt;
+            a.i = v.int_value;
+            break;
+        }
+        attr->values.push_back(std::move(a));
+      }
+      const CompiledAttribute* result = attr.get();
+      derived_cache_.emplace(std::make_pair(d.key, expression), std::move(attr));
+      return result;
+    }
+  }
+  return c.domain.empty() ? d.Lookup(d.driver_name, c.id) : d.Lookup(c.domain, c.id);
+}
+
+absl::StatusOr<bool> Search::ConstraintAdd(ConstraintState& c, const ReqData& r,
+                                           const CompiledDevice& d, const PoolView& p) {
   if (!ConstraintApplies(c, r)) return true;
-  const CompiledAttribute* attr =
-      c.domain.empty() ? d.Lookup(d.driver_name, c.id) : d.Lookup(c.domain, c.id);
+  DEVLET_ASSIGN_OR_RETURN(const CompiledAttribute* attr, LookupAttribute(c, r, d, p));
   if (attr == nullptr) return false;
   if (features_.list_type_attributes) {
-    // Set semantics: scalars are one-element sets (research §2.7, §3.6).
+    // Set semantics: scalars are one-element sets (research §2.7, §3.6). An empty list is no set
+    // at all for upstream (attributeAsSet returns nil): it neither matches nor is distinct.
+    if (attr->values.empty()) return false;
     if (c.match) {
       std::vector<AttrValue> next;
       if (c.intersections.empty()) {
@@ -886,7 +962,12 @@ absl::StatusOr<bool> Search::AllocateDevice(int claim, const ReqData& r, const D
     return false;
   }
   for (ConstraintState& c : constraints_[claim]) {
-    if (!ConstraintAdd(c, r, device)) {
+    absl::StatusOr<bool> added = ConstraintAdd(c, r, device, pool);
+    if (!added.ok()) {
+      rollback();
+      return added.status();
+    }
+    if (!*added) {
       Note(r, device, pool,
            std::string(c.match ? "matchAttribute " : "distinctAttribute ") +
                (c.domain.empty() ? c.id : c.domain + "/" + c.id) + " not satisfied");

@@ -434,6 +434,26 @@ std::shared_ptr<const CompiledSelector> SelectorRegistry::Compile(const std::str
   return it->second;
 }
 
+std::shared_ptr<const CompiledSelector> SelectorRegistry::CompileDerived(
+    const std::string& expression) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = derived_.find(expression);
+    if (it != derived_.end()) return it->second;
+  }
+  auto compiled = std::make_shared<CompiledSelector>();
+  compiled->expression = expression;
+  auto program = cel::dra::CompileDerivedAttribute(expression);
+  if (program.ok()) {
+    compiled->program = std::make_shared<const cel::Program>(std::move(*program));
+  } else {
+    compiled->compile_error = Message(program.status());
+  }
+  std::unique_lock lock(mu_);
+  auto [it, inserted] = derived_.emplace(expression, std::move(compiled));
+  return it->second;
+}
+
 const SelectorSet* SelectorRegistry::Intern(
     const std::vector<kube::DeviceSelector>& class_selectors,
     const std::vector<kube::DeviceSelector>& request_selectors) {

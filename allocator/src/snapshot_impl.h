@@ -173,12 +173,15 @@ struct SelectorSet {
 class SelectorRegistry {
  public:
   std::shared_ptr<const CompiledSelector> Compile(const std::string& expression);
+  // CompileDerived compiles (once) a derived attribute expression (DRADerivedAttributes).
+  std::shared_ptr<const CompiledSelector> CompileDerived(const std::string& expression);
   const SelectorSet* Intern(const std::vector<kube::DeviceSelector>& class_selectors,
                             const std::vector<kube::DeviceSelector>& request_selectors);
 
  private:
   std::shared_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const CompiledSelector>> programs_;
+  std::unordered_map<std::string, std::shared_ptr<const CompiledSelector>> derived_;
   std::unordered_map<std::string, std::unique_ptr<SelectorSet>> sets_;
   int next_id_ = 0;
 };

@@ -306,6 +306,11 @@ int CaseFiles(const Args& args) {
       }
       if (!same) detail = "\n  upstream: " + got.dump() + "\n  expected: " + want.dump();
     }
+    if (same && want_kind == "error") {
+      // Error cases check the text too: the expected substring must be in upstream's error.
+      same = theirs.value("error", "").find(expect["error"].as<std::string>()) != std::string::npos;
+      if (!same) detail = "\n  expected error text: " + expect["error"].as<std::string>();
+    }
     if (!same) {
       ++mismatches;
       std::cerr << "MISMATCH " << base << ": expected " << want_kind << ", upstream "

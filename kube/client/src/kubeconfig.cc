@@ -2,6 +2,11 @@
 #include "devlet/kube/kubeconfig.h"
 
 #include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +22,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -389,6 +395,65 @@ std::string TrimSpace(std::string s) {
   return s.substr(start);
 }
 
+// OpenSslError returns (and clears) the reason of OpenSSL's last error.
+std::string OpenSslError() {
+  const unsigned long code = ::ERR_peek_last_error();
+  ::ERR_clear_error();
+  if (code == 0) return "no PEM data";
+  const char* reason = ::ERR_reason_error_string(code);
+  return reason != nullptr ? reason : "error " + std::to_string(code);
+}
+
+// CheckKeyPair checks what libcurl would otherwise only find at the TLS handshake (with an
+// unhelpful "could not load PEM client certificate"): the certificate and the key are PEM, the
+// key belongs to the certificate, and the certificate has not expired. client-go checks the first
+// two with tls.X509KeyPair when it takes the plugin's answer.
+absl::Status CheckKeyPair(const std::string& cert_pem, const std::string& key_pem,
+                          const std::string& who) {
+  struct Free {
+    void operator()(BIO* b) const { ::BIO_free(b); }
+    void operator()(X509* x) const { ::X509_free(x); }
+    void operator()(EVP_PKEY* k) const { ::EVP_PKEY_free(k); }
+  };
+  ::ERR_clear_error();
+  std::unique_ptr<BIO, Free> cert_bio(
+      ::BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
+  std::unique_ptr<X509, Free> cert(
+      cert_bio ? ::PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!cert) {
+    return InvalidArgument(who + ": status.clientCertificateData is not a PEM certificate (" +
+                           OpenSslError() + ")");
+  }
+  std::unique_ptr<BIO, Free> key_bio(
+      ::BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  // An empty passphrase callback: an encrypted key fails instead of prompting on a terminal.
+  std::unique_ptr<EVP_PKEY, Free> key(
+      key_bio ? ::PEM_read_bio_PrivateKey(key_bio.get(), nullptr,
+                                          [](char*, int, int, void*) { return 0; }, nullptr)
+              : nullptr);
+  if (!key) {
+    return InvalidArgument(who + ": status.clientKeyData is not a PEM private key (" +
+                           OpenSslError() + ")");
+  }
+  if (::X509_check_private_key(cert.get(), key.get()) != 1) {
+    ::ERR_clear_error();
+    return InvalidArgument(who + ": status.clientKeyData is not the key of the certificate in "
+                           "status.clientCertificateData");
+  }
+  if (::X509_cmp_current_time(X509_get0_notAfter(cert.get())) < 0) {
+    std::string when = "?";
+    struct tm tm {};
+    if (::ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &tm) == 1) {
+      char buf[32];
+      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      when = buf;
+    }
+    return InvalidArgument(who + ": the client certificate in status.clientCertificateData "
+                           "expired at " + when);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<RestConfig> ParseKubeconfig(const std::string& yaml, const std::string& base_dir,
@@ -503,6 +568,10 @@ absl::StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const RestC
   if (credential.token.empty() && credential.client_certificate_data.empty()) {
     return InvalidArgument(who + ": the ExecCredential has neither a token nor a client "
                            "certificate");
+  }
+  if (!credential.client_certificate_data.empty()) {
+    DEVLET_RETURN_IF_ERROR(
+        CheckKeyPair(credential.client_certificate_data, credential.client_key_data, who));
   }
   if (const std::string expiry = status->value("expirationTimestamp", ""); !expiry.empty()) {
     credential.expiration = ParseRfc3339(expiry);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstdint>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -123,6 +125,10 @@ struct Transfer {
   CURL* curl = nullptr;
   std::string pending;
   bool stopped_by_callback = false;
+  // A stream is closed when the client certificate it connected with is replaced.
+  const std::atomic<std::uint64_t>* generation = nullptr;
+  std::uint64_t started_generation = 0;
+  bool identity_rotated = false;
 };
 
 size_t WriteCallback(char* data, size_t size, size_t count, void* user) {
@@ -174,7 +180,12 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
 
 int ProgressCallback(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
-  return (t->stop != nullptr && t->stop->load()) ? 1 : 0;
+  if (t->stop != nullptr && t->stop->load()) return 1;
+  if (t->generation != nullptr && t->generation->load() != t->started_generation) {
+    t->identity_rotated = true;
+    return 1;
+  }
+  return 0;
 }
 
 // Errors where the request certainly did not reach the server.
@@ -189,41 +200,81 @@ bool Transient(CURLcode code) {
          code == CURLE_PARTIAL_FILE;
 }
 
+// The client certificate and key (PEM) presented to the server; both empty: none.
+struct ClientIdentity {
+  std::string cert;
+  std::string key;
+};
+
+// A pooled libcurl handle lent to one request, with the client identity its connections were
+// made with.
+struct Lease {
+  CURL* curl = nullptr;
+  std::uint64_t generation = 0;
+  std::shared_ptr<const ClientIdentity> identity;
+};
+
 }  // namespace
 
 struct RestClient::Impl {
   std::mutex mu;
+  // Idle handles keep their connections (libcurl's per-handle cache); all are of the current
+  // generation.
   std::vector<CURL*> idle;
-  curl_blob cert_blob{};
-  curl_blob key_blob{};
+  // Replaced as a whole when an exec plugin rotates the certificate; a lease keeps its own.
+  std::shared_ptr<const ClientIdentity> identity = std::make_shared<ClientIdentity>();
+  // Bumped with every new identity: handles of an older one are not reused (so their connections,
+  // authenticated with the old certificate, end), and streams on them are closed.
+  std::atomic<std::uint64_t> generation{0};
   curl_blob ca_blob{};
-  std::string cert_data;
-  std::string key_data;
   std::string ca_data;
   // The URL prefix requests go to: the server, or with tls-server-name that name (so it is the
   // SNI and the name checked in the certificate) while connect_to keeps the real address.
   std::string base_url;
   curl_slist* connect_to = nullptr;
 
-  CURL* Acquire() {
+  // Acquire lends a handle with the identity to present. A handle and the identity are taken
+  // under one lock, so a pooled handle's connections always belong to the identity lent with it.
+  Lease Acquire() {
+    Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu);
+      lease.generation = generation.load();
+      lease.identity = identity;
       if (!idle.empty()) {
-        CURL* c = idle.back();
+        lease.curl = idle.back();
         idle.pop_back();
-        return c;
+        return lease;
       }
     }
-    return curl_easy_init();
+    lease.curl = curl_easy_init();  // no connections yet: fine for any identity
+    return lease;
   }
-  void Release(CURL* c) {
-    curl_easy_reset(c);
-    std::lock_guard<std::mutex> lock(mu);
-    if (idle.size() < 8) {
-      idle.push_back(c);
+  void Release(Lease& lease) {
+    if (lease.curl == nullptr) return;
+    curl_easy_reset(lease.curl);  // keeps the handle's connections
+    std::unique_lock<std::mutex> lock(mu);
+    if (lease.generation == generation.load() && idle.size() < 8) {
+      idle.push_back(lease.curl);
     } else {
-      curl_easy_cleanup(c);
+      lock.unlock();
+      curl_easy_cleanup(lease.curl);  // closes its connections
     }
+    lease.curl = nullptr;
+  }
+  // SetIdentity installs a client certificate and key; false when they are the ones in use.
+  // Idle handles (and their connections) made with the old pair are closed.
+  bool SetIdentity(const std::string& cert, const std::string& key) {
+    std::vector<CURL*> old;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (identity->cert == cert && identity->key == key) return false;
+      identity = std::make_shared<ClientIdentity>(ClientIdentity{cert, key});
+      generation++;
+      old.swap(idle);
+    }
+    for (CURL* c : old) curl_easy_cleanup(c);
+    return true;
   }
   ~Impl() {
     for (CURL* c : idle) curl_easy_cleanup(c);
@@ -257,10 +308,13 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config
     }
     return absl::OkStatus();
   };
+  std::string cert_data;
+  std::string key_data;
   DEVLET_RETURN_IF_ERROR(load(config.client_certificate_data, config.client_certificate_file,
-                              "client certificate", impl.cert_data));
+                              "client certificate", cert_data));
   DEVLET_RETURN_IF_ERROR(
-      load(config.client_key_data, config.client_key_file, "client key", impl.key_data));
+      load(config.client_key_data, config.client_key_file, "client key", key_data));
+  impl.SetIdentity(cert_data, key_data);
   DEVLET_RETURN_IF_ERROR(load(config.certificate_authority_data,
                               config.certificate_authority_file, "certificate authority",
                               impl.ca_data));
@@ -287,50 +341,58 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config
     impl.connect_to = curl_slist_append(
         nullptr, (config.tls_server_name + ":" + port + ":" + host + ":" + port).c_str());
   }
-  if (config.exec) {
-    // Run the plugin now so a broken credential fails at start-up, not at the first request.
-    absl::StatusOr<ExecCredential> credential = RunExecPlugin(*config.exec, config);
-    if (!credential.ok()) return credential.status();
-    client->token_ = credential->token;
-    client->exec_expiry_ = credential->expiration;
-    client->stats_.token_reloads++;
-    if (!credential->client_certificate_data.empty() && impl.cert_data.empty()) {
-      // Taken once: libcurl holds the blobs for the client's lifetime.
-      impl.cert_data = credential->client_certificate_data;
-      impl.key_data = credential->client_key_data;
-    }
-  }
-  impl.cert_blob = {impl.cert_data.data(), impl.cert_data.size(), CURL_BLOB_NOCOPY};
-  impl.key_blob = {impl.key_data.data(), impl.key_data.size(), CURL_BLOB_NOCOPY};
   impl.ca_blob = {impl.ca_data.data(), impl.ca_data.size(), CURL_BLOB_NOCOPY};
+  if (config.exec) {
+    // A client certificate in the kubeconfig wins over the plugin's (which is then ignored).
+    client->exec_supplies_cert_ = cert_data.empty() && key_data.empty();
+    // Run the plugin now so a broken credential fails at start-up, not at the first request.
+    std::lock_guard<std::mutex> lock(client->token_mu_);
+    DEVLET_RETURN_IF_ERROR(client->RefreshExecLocked());
+  }
   if (!config.token_file.empty() && !config.exec) {
-    client->Token(/*force_reload=*/true);
+    std::uint64_t serial = 0;
+    (void)client->Credentials(/*after_401=*/true, serial);  // reads the file now
   }
   return client;
 }
 
-std::string RestClient::Token(bool force_reload) {
+absl::Status RestClient::RefreshExecLocked() {
+  absl::StatusOr<ExecCredential> credential = RunExecPlugin(*config_.exec, config_);
+  stats_.token_reloads++;
+  if (!credential.ok()) return credential.status();
+  token_ = credential->token;
+  exec_expiry_ = credential->expiration;
+  ++exec_serial_;
+  if (exec_supplies_cert_ &&
+      impl_->SetIdentity(credential->client_certificate_data, credential->client_key_data) &&
+      exec_serial_ > 1) {
+    stats_.cert_rotations++;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RestClient::Credentials(bool after_401, std::uint64_t& serial) {
   if (config_.exec) {
     std::lock_guard<std::mutex> lock(token_mu_);
     // Refresh a little before the expiry the plugin announced, so a request never carries a
-    // token that runs out on the way.
+    // credential that runs out on the way. An expiry already past makes every request run the
+    // plugin, as in client-go.
     const bool expiring =
         exec_expiry_ && std::chrono::system_clock::now() + std::chrono::seconds(10) >= *exec_expiry_;
-    if (force_reload || token_.empty() || expiring) {
-      absl::StatusOr<ExecCredential> credential = RunExecPlugin(*config_.exec, config_);
-      stats_.token_reloads++;
-      if (credential.ok()) {
-        token_ = credential->token;
-        exec_expiry_ = credential->expiration;
-      }
-      // On failure the old token is used; the request fails with 401 and says so.
+    // After a 401, only the first request refused with this credential runs the plugin.
+    const bool refused = after_401 && serial == exec_serial_;
+    if (refused || expiring) {
+      // Like client-go, a credential that cannot be renewed fails the request (rather than
+      // sending one the server will refuse); the next request tries the plugin again.
+      DEVLET_RETURN_IF_ERROR(WithContext(RefreshExecLocked(), "getting credentials"));
     }
+    serial = exec_serial_;
     return token_;
   }
   if (config_.token_file.empty()) return config_.token;
   std::lock_guard<std::mutex> lock(token_mu_);
   const auto now = std::chrono::steady_clock::now();
-  if (force_reload || token_.empty() || now - token_read_ >= config_.token_reload_interval) {
+  if (after_401 || token_.empty() || now - token_read_ >= config_.token_reload_interval) {
     absl::StatusOr<std::string> read = ReadWholeFile(config_.token_file);
     if (read.ok()) {
       token_ = Trim(*read);
@@ -363,9 +425,10 @@ std::string BuildUrl(CURL* curl, const std::string& server, const RestRequest& r
 }  // namespace
 
 // One HTTP attempt. Returns the curl code; fills code and transfer.
-static CURLcode Perform(CURL* curl, const RestConfig& config, RestClient::Impl& impl,
+static CURLcode Perform(const Lease& lease, const RestConfig& config, RestClient::Impl& impl,
                         const RestRequest& request, const std::string& token, bool streaming,
                         Transfer& transfer, long& code) {
+  CURL* curl = lease.curl;
   const std::string url = BuildUrl(curl, impl.base_url, request);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   if (impl.connect_to != nullptr) curl_easy_setopt(curl, CURLOPT_CONNECT_TO, impl.connect_to);
@@ -411,12 +474,16 @@ static CURLcode Perform(CURL* curl, const RestConfig& config, RestClient::Impl& 
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   if (!impl.ca_data.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &impl.ca_blob);
-  if (!impl.cert_data.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &impl.cert_blob);
+  // Copied into the handle: the lease's identity may be replaced while the request runs.
+  const ClientIdentity& identity = *lease.identity;
+  if (!identity.cert.empty()) {
+    curl_blob cert{const_cast<char*>(identity.cert.data()), identity.cert.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
     curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
   }
-  if (!impl.key_data.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &impl.key_blob);
+  if (!identity.key.empty()) {
+    curl_blob key{const_cast<char*>(identity.key.data()), identity.key.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
     curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
   }
   transfer.curl = curl;
@@ -425,6 +492,8 @@ static CURLcode Perform(CURL* curl, const RestConfig& config, RestClient::Impl& 
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, HeaderCallback);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
   if (transfer.stop != nullptr) {
+    transfer.generation = &impl.generation;
+    transfer.started_generation = lease.generation;
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, ProgressCallback);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
@@ -455,13 +524,15 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
   absl::Status last;
   for (int attempt = 0;; ++attempt) {
     stats_.throttled_ns += limiter_.Wait().count();
+    std::uint64_t serial = 0;
+    absl::StatusOr<std::string> token = Credentials(/*after_401=*/false, serial);
+    if (!token.ok()) return WithContext(token.status(), what);
     Transfer transfer;
     long code = 0;
-    CURL* curl = impl_->Acquire();
-    if (curl == nullptr) return Internal("curl_easy_init failed");
-    const CURLcode rc =
-        Perform(curl, config_, *impl_, request, Token(false), false, transfer, code);
-    impl_->Release(curl);
+    Lease lease = impl_->Acquire();
+    if (lease.curl == nullptr) return Internal("curl_easy_init failed");
+    const CURLcode rc = Perform(lease, config_, *impl_, request, *token, false, transfer, code);
+    impl_->Release(lease);
     stats_.requests++;
     const bool more = attempt < config_.max_retries;
     if (rc != CURLE_OK) {
@@ -475,8 +546,12 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
     }
     if (code >= 200 && code < 300) return RestResponse{code, std::move(transfer.body)};
     if (code == 401 && RefreshesOn401() && !reloaded_after_401) {
-      reloaded_after_401 = true;  // the token may have rotated: re-read it once
-      Token(true);
+      reloaded_after_401 = true;  // the credential may have rotated: renew it, retry once
+      if (absl::Status renewed = Credentials(/*after_401=*/true, serial).status(); !renewed.ok()) {
+        return absl::UnauthenticatedError(Message(StatusFromResponse(code, transfer.body, what)) +
+                                          "; renewing the credential failed: " +
+                                          Message(renewed));
+      }
       --attempt;
       continue;
     }
@@ -496,19 +571,25 @@ absl::Status RestClient::Stream(const RestRequest& request,
                                 const std::atomic<bool>& stop) {
   const std::string what = request.what.empty() ? request.method + " " + request.path
                                                 : request.what;
+  std::uint64_t serial = 0;
   for (int auth_try = 0; auth_try < 2; ++auth_try) {
     stats_.throttled_ns += limiter_.Wait().count();
+    absl::StatusOr<std::string> token = Credentials(/*after_401=*/auth_try > 0, serial);
+    if (!token.ok()) return WithContext(token.status(), what);
     Transfer transfer;
     transfer.on_line = &on_line;
     transfer.stop = &stop;
     long code = 0;
-    CURL* curl = impl_->Acquire();
-    if (curl == nullptr) return Internal("curl_easy_init failed");
-    const CURLcode rc = Perform(curl, config_, *impl_, request, Token(auth_try > 0), true,
-                                transfer, code);
-    impl_->Release(curl);
+    Lease lease = impl_->Acquire();
+    if (lease.curl == nullptr) return Internal("curl_easy_init failed");
+    const CURLcode rc = Perform(lease, config_, *impl_, request, *token, true, transfer, code);
+    impl_->Release(lease);
     stats_.requests++;
     if (stop.load() || transfer.stopped_by_callback) return absl::OkStatus();
+    if (transfer.identity_rotated) {
+      // client-go closes every connection when the certificate rotates; the caller reconnects.
+      return Unavailable(what + ": watch closed: the client certificate was rotated");
+    }
     if (code == 401 && RefreshesOn401() && auth_try == 0) continue;
     if (code != 0 && (code < 200 || code >= 300)) {
       return StatusFromResponse(code, transfer.body, what);

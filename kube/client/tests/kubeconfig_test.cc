@@ -7,10 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/kube/kubeconfig.h"
@@ -375,7 +379,23 @@ class TlsTest : public ::testing::Test {
         "  -keyout named.key -out named.csr -subj /CN=api.devlet.test\n"
         "printf 'subjectAltName=DNS:api.devlet.test\\n' > named.ext\n"
         "openssl x509 -req -in named.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
-        "  -out named.crt -days 2 -extfile named.ext\n";
+        "  -out named.crt -days 2 -extfile named.ext\n"
+        // Two client certificates an exec plugin hands out in turn.
+        "for n in exec-a exec-b; do\n"
+        "  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "    -keyout $n.key -out $n.csr -subj /CN=$n\n"
+        "  openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+        "    -out $n.crt -days 2\n"
+        "done\n"
+        // An expired one: `openssl ca` can backdate, `openssl x509 -req` cannot.
+        "printf '[ca]\\ndefault_ca=d\\n[d]\\ndatabase=index.txt\\nnew_certs_dir=.\\n"
+        "serial=old.srl\\ndefault_md=sha256\\npolicy=p\\n[p]\\ncommonName=supplied\\n' "
+        "  > ca.cnf\n"
+        ": > index.txt; echo 01 > old.srl\n"
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "  -keyout old.key -out old.csr -subj /CN=old\n"
+        "openssl ca -batch -config ca.cnf -cert ca.crt -keyfile ca.key -in old.csr -out old.crt "
+        "  -startdate 20000101000000Z -enddate 20010101000000Z -notext\n";
     ok_ = std::system(("sh -c \"$(cat <<'EOF'\n" + script + "EOF\n)\"").c_str()) == 0;
   }
   static void TearDownTestSuite() {
@@ -479,6 +499,184 @@ TEST_F(TlsTest, TlsServerNameIsTheNameVerified) {
                               "    tls-server-name: other.devlet.test\n",
                               "    token: tok\n"));
   EXPECT_THAT(Probe(wrong), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// An exec plugin answering with a client certificate: the PEM files named in its `crt` and `key`
+// files (a missing file gives an empty field) and the expirationTimestamp in `expiry`.
+constexpr char kCertPluginScript[] = R"sh(#!/bin/sh
+d="$(dirname "$0")"
+echo run >> "$d/runs.txt"
+pem() { if [ -f "$1" ]; then awk '{printf "%s\\n", $0}' "$1"; fi; }
+printf '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s","expirationTimestamp":"%s"}}\n' "$(pem "$(cat "$d/crt")")" "$(pem "$(cat "$d/key")")" "$(cat "$d/expiry")"
+)sh";
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+class ExecCertTest : public TlsTest {
+ protected:
+  // Makes the plugin answer with `name`.crt / `key_name`.key (in the certificate directory,
+  // or absolute paths) valid until `expiry`.
+  void Answer(const std::string& name, const std::string& key_name, const std::string& expiry) {
+    dir_.Write("crt", name.starts_with("/") ? name : P(name + ".crt"));
+    dir_.Write("key", key_name.starts_with("/") ? key_name : P(key_name + ".key"));
+    dir_.Write("expiry", expiry);
+  }
+  int Runs() const { return Lines(dir_.path() + "/runs.txt"); }
+  RestConfig PluginConfig(const std::string& server) {
+    RestConfig config;
+    config.server = server;
+    config.certificate_authority_file = P("ca.crt");
+    config.max_retries = 0;
+    config.qps = 0;
+    config.initial_backoff = std::chrono::milliseconds(20);
+    config.exec = ExecConfig{.command = dir_.Write("plugin", kCertPluginScript, true),
+                             .api_version = "client.authentication.k8s.io/v1beta1"};
+    return config;
+  }
+  static std::vector<std::string> Cns(const fake::FakeApiServer& server) {
+    std::vector<std::string> cns;
+    for (const auto& r : server.requests()) cns.push_back(r.client_cn);
+    return cns;
+  }
+
+  Scratch dir_{"exec_cert"};
+};
+
+TEST_F(ExecCertTest, CertificateIsRotatedAtExpiryAndAfter401) {
+  fake::FakeApiServer server(P("server.crt"), P("server.key"), P("ca.crt"));
+  const auto expiry = std::chrono::system_clock::now() + std::chrono::seconds(14);
+  Answer("exec-a", "exec-a", Rfc3339(expiry));
+  ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(PluginConfig(server.url())));
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Runs(), 1);
+
+  // The plugin has a new certificate, but ours is still valid: cached, no run.
+  Answer("exec-b", "exec-b", "2999-01-01T00:00:00Z");
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Runs(), 1);
+  EXPECT_THAT(Cns(server), ElementsAre("exec-a", "exec-a"));
+
+  // Close to its expirationTimestamp (the client renews 10 s early) the plugin runs again and
+  // the next request comes over a new connection with the new certificate.
+  std::this_thread::sleep_until(expiry - std::chrono::seconds(10) + std::chrono::milliseconds(300));
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Runs(), 2);
+  EXPECT_THAT(Cns(server), ElementsAre("exec-a", "exec-a", "exec-b"));
+  EXPECT_EQ(store->client().stats().cert_rotations.load(), 1);
+
+  // A watch open with exec-b when the server revokes exec-b: the 401 of the next request renews
+  // the certificate (exec-a again), that request is repeated with it, and the watch, closed like
+  // client-go closes its connections at a rotation, reconnects with exec-a and keeps delivering.
+  std::atomic<int> events{0};
+  ASSERT_OK_AND_ASSIGN(auto watch, store->Watch(Kind::kNode, {},
+                                                [&](const WatchEvent&) { events++; }));
+  for (int i = 0; i < 250 && server.watch_requests() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(server.watch_requests(), 1);
+  server.RejectClientCn("exec-b");
+  Answer("exec-a", "exec-a", "2999-01-01T00:00:00Z");
+  const std::size_t before = server.requests().size();
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Runs(), 3);
+  EXPECT_EQ(store->client().stats().cert_rotations.load(), 2);
+  std::vector<std::string> cns = Cns(server);
+  ASSERT_GE(cns.size(), before + 2);
+  EXPECT_EQ(cns[before], "exec-b");  // refused
+  EXPECT_EQ(cns[before + 1], "exec-a");
+  for (int i = 0; i < 250 && server.watch_requests() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(server.watch_requests(), 2);
+  std::string last_watch_cn;
+  for (const auto& r : server.requests()) {
+    auto w = r.params.find("watch");
+    if (w != r.params.end() && w->second == "true") last_watch_cn = r.client_cn;
+  }
+  EXPECT_EQ(last_watch_cn, "exec-a");
+  server.Put("/api/v1/nodes/n2",
+             {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n2"}}}});
+  for (int i = 0; i < 250 && events.load() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(events.load(), 1);
+  watch.reset();
+  EXPECT_EQ(Runs(), 3);  // a token-less rotation does not loop
+}
+
+TEST_F(ExecCertTest, BadCertificatesAreClearErrors) {
+  RestConfig config = PluginConfig("https://127.0.0.1:1");
+  auto run = [&] { return RunExecPlugin(*config.exec, config); };
+  Answer("exec-a", "/nonexistent", "");
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("without a key")));
+  EXPECT_THAT(RestClient::Create(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("without a key")));
+  const std::string garbage = dir_.Write(
+      "garbage.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n");
+  Answer(garbage, "exec-a", "");
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              AllOf(HasSubstr("plugin"), HasSubstr("clientCertificateData is not "
+                                                                   "a PEM certificate"))));
+  Answer("exec-a", garbage, "");
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("clientKeyData is not a PEM private key")));
+  Answer("exec-a", "exec-b", "");
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("is not the key of the certificate")));
+  Answer("old", "old", "");
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("expired at 2001-01-01T00:00:00Z")));
+  Answer("exec-a", "exec-a", "yesterday");
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not RFC 3339")));
+  Answer("exec-a", "exec-a", "");
+  EXPECT_THAT(run(), IsOk());
+}
+
+TEST_F(ExecCertTest, ExpiredTimestampAndFailedRenewal) {
+  fake::FakeApiServer server(P("server.crt"), P("server.key"), P("ca.crt"));
+  // An expirationTimestamp already past: as in client-go the credential is renewed before every
+  // request (each one still works).
+  Answer("exec-a", "exec-a", "2001-01-01T00:00:00Z");
+  ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(PluginConfig(server.url())));
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Runs(), 3);
+  EXPECT_EQ(store->client().stats().cert_rotations.load(), 0);  // the same pair each time
+
+  // The renewal fails (the plugin now prints a key that is not the certificate's): the request
+  // fails with the plugin's error and is not sent with the old certificate.
+  Answer("exec-a", "exec-b", "2001-01-01T00:00:00Z");
+  const std::size_t sent = server.requests().size();
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("getting credentials"),
+                             HasSubstr("is not the key of the certificate"))));
+  EXPECT_EQ(server.requests().size(), sent);
+  // A watch gets the same error (its loop retries).
+  std::atomic<bool> stop{false};
+  EXPECT_THAT(store->client().Stream({.path = "/api/v1/nodes", .query = {{"watch", "true"}}},
+                                     [](std::string) { return true; }, stop),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("getting credentials")));
+  // Fixed: the next request renews and goes through, now with exec-b.
+  Answer("exec-b", "exec-b", "2999-01-01T00:00:00Z");
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(server.requests().back().client_cn, "exec-b");
+  EXPECT_EQ(store->client().stats().cert_rotations.load(), 1);
+
+  // Revoked, and the plugin cannot renew: the 401 carries the renewal's error.
+  server.RejectClientCn("exec-b");
+  Answer("/nonexistent", "/nonexistent", "");
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}),
+              StatusIs(absl::StatusCode::kUnauthenticated,
+                       AllOf(HasSubstr("HTTP 401"), HasSubstr("renewing the credential failed"),
+                             HasSubstr("neither a token nor a client certificate"))));
 }
 
 }  // namespace

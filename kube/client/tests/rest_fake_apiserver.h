@@ -1,7 +1,8 @@
 // A small in-memory kube-apiserver for the REST client's unit tests (cpp-httplib): objects by
 // path, resourceVersions, Status errors, merge patch (apply is treated as a merge and recorded),
 // watches with bookmarks, compaction (410 Gone), failure injection (429/503 with Retry-After),
-// bearer-token checking. Plain HTTP or HTTPS (with optional client-certificate verification).
+// bearer-token checking. Plain HTTP or HTTPS (with optional client-certificate verification; the
+// common name of the certificate each request came with is recorded, and names can be refused).
 #pragma once
 
 #include <httplib.h>
@@ -35,6 +36,8 @@ class FakeApiServer {
     std::string path;
     std::string content_type;
     std::multimap<std::string, std::string> params;
+    // HTTPS: the common name of the client certificate of the connection; empty: none.
+    std::string client_cn;
   };
 
   // Plain HTTP.
@@ -64,6 +67,12 @@ class FakeApiServer {
   void RequireToken(const std::string& token) {
     std::lock_guard<std::mutex> lock(mu_);
     token_ = token;
+  }
+  // Requests over connections whose client certificate has this common name get 401 (a revoked
+  // certificate, as the API server's x509 authenticator answers).
+  void RejectClientCn(const std::string& cn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rejected_cns_.insert(cn);
   }
   // The next requests fail with these codes, in order.
   void FailNext(std::vector<Failure> failures) {
@@ -129,6 +138,16 @@ class FakeApiServer {
   static std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
   static std::string Collection(const std::string& item_path) { return Parent(item_path); }
 
+  static std::string ClientCn(const httplib::Request& req) {
+    if (req.ssl == nullptr) return "";
+    X509* cert = SSL_get1_peer_certificate(req.ssl);
+    if (cert == nullptr) return "";
+    char cn[256] = {};
+    X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+    X509_free(cert);
+    return cn;
+  }
+
   static Json StatusJson(int code, const std::string& reason, const std::string& message) {
     return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
                 {"code", code},     {"reason", reason},   {"message", message}};
@@ -157,8 +176,12 @@ class FakeApiServer {
     std::unique_lock<std::mutex> lock(mu_);
     Recorded recorded{req.method, req.path, req.get_header_value("Content-Type"), {}};
     for (const auto& [k, v] : req.params) recorded.params.emplace(k, v);
+    recorded.client_cn = ClientCn(req);
     requests_.push_back(recorded);
     if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_) {
+      return Error(res, 401, "Unauthorized", "Unauthorized");
+    }
+    if (!recorded.client_cn.empty() && rejected_cns_.contains(recorded.client_cn)) {
       return Error(res, 401, "Unauthorized", "Unauthorized");
     }
     if (!failures_.empty()) {
@@ -338,6 +361,7 @@ class FakeApiServer {
   std::condition_variable cv_;
   bool shutting_down_ = false;
   std::string token_;
+  std::set<std::string> rejected_cns_;
   std::deque<Failure> failures_;
   std::chrono::milliseconds bookmark_interval_{0};
   std::map<std::string, Json> objects_;

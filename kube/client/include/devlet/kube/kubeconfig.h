@@ -45,7 +45,10 @@ struct RestConfig {
   // ---- Credentials (any combination the server accepts) ----
   // Bearer token. When token_file is set it wins and is re-read (rotation): at most every
   // token_reload_interval, and at once after a 401. An exec plugin wins over both: it runs at
-  // start, again when its credential expires, and at once after a 401.
+  // start, again when its credential expires (10 s before its expirationTimestamp), and at once
+  // after a 401. When it returns a client certificate (and the kubeconfig has none), a new one
+  // is used from then on: new connections present it, idle connections made with the old one are
+  // dropped and open watches are closed (they reconnect), as client-go closes its connections.
   std::string token;
   std::string token_file;
   std::chrono::milliseconds token_reload_interval{std::chrono::minutes(1)};
@@ -130,8 +133,10 @@ struct ExecCredential {
 };
 
 // RunExecPlugin runs `exec` once for `cluster` (whose server, CA data and tls-server-name are
-// passed when provide_cluster_info is set) and decodes the ExecCredential it prints. Errors name
-// the command and carry its stderr (trimmed).
+// passed when provide_cluster_info is set) and decodes the ExecCredential it prints. A client
+// certificate must come with its key, both PEM, the key must be the certificate's and the
+// certificate must not have expired (InvalidArgument otherwise). Errors name the command and
+// carry its stderr (trimmed).
 absl::StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const RestConfig& cluster);
 
 // InClusterOptions locate the in-cluster environment (tests point them elsewhere).

@@ -2,7 +2,8 @@
 //
 // The kube-apiserver client over libcurl, in two layers:
 //   - RestClient: HTTP to the API server with authentication (bearer token re-read on rotation,
-//     client certificates), TLS verification, a client-side rate limit (token bucket, client-go's
+//     client certificates, exec credential plugins whose token and client certificate are renewed
+//     at expiry and after a 401), TLS verification, a client-side rate limit (token bucket, client-go's
 //     5 QPS / burst 10 by default), retries with exponential backoff on 429 (Retry-After honoured),
 //     5xx and lost connections, and the API's Status objects mapped to absl::Status codes;
 //     JSON bodies as strings; streaming for watches.
@@ -25,6 +26,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -105,6 +107,8 @@ class RestClient {
     std::atomic<long> requests{0};  // HTTP attempts, retries included
     std::atomic<long> retries{0};
     std::atomic<long> token_reloads{0};  // token file reads and exec plugin runs
+    // Times an exec plugin's client certificate was replaced by a different one.
+    std::atomic<long> cert_rotations{0};
     std::atomic<long long> throttled_ns{0};  // time spent waiting for the rate limiter
   };
   const Stats& stats() const { return stats_; }
@@ -113,7 +117,15 @@ class RestClient {
 
  private:
   explicit RestClient(RestConfig config);
-  std::string Token(bool force_reload);
+  // Credentials returns the bearer token for the next request (empty: none) and, in `serial`,
+  // which exec plugin answer it (and the client certificate in use) came from. It re-reads the
+  // token file or re-runs the exec plugin when due. `after_401`: the server refused the
+  // credential of `serial`; it is replaced unless another request did so meanwhile. An error
+  // when an exec credential expired (or was refused) and the plugin could not renew it.
+  absl::StatusOr<std::string> Credentials(bool after_401, std::uint64_t& serial);
+  // RefreshExecLocked runs the exec plugin and installs its token and, unless the kubeconfig
+  // has a client certificate of its own, its client certificate. Needs token_mu_.
+  absl::Status RefreshExecLocked();
   // RefreshesOn401 reports whether a 401 may be cured by reading the credential again.
   bool RefreshesOn401() const { return !config_.token_file.empty() || config_.exec.has_value(); }
 
@@ -125,6 +137,10 @@ class RestClient {
   std::chrono::steady_clock::time_point token_read_{};
   // Exec plugin credential expiry (system clock, as the plugin reports it); nullopt: none.
   std::optional<std::chrono::system_clock::time_point> exec_expiry_;
+  // Counts successful exec plugin runs (see Credentials).
+  std::uint64_t exec_serial_ = 0;
+  // Whether the exec plugin's client certificate is used (the kubeconfig has none).
+  bool exec_supplies_cert_ = false;
   Stats stats_;
 };
 

@@ -2195,7 +2195,7 @@ class Planner {
       it2_size = it1_size;
     } else if (options_.type_check && rt.kind() != Type::Kind::kDyn) {
       Error(e.iter_range->offset, "expression of type '" + rt.DebugString() +
-                                      "' cannot be the range of a comprehension (must be list, map, or dynamic)");
+                                      "' cannot be range of a comprehension (must be list, map, or dynamic)");
     }
     uint64_t iterations = range.size_max;
     if (rt.kind() == Type::Kind::kDyn && range.dra == Planned::Dra::kNone && range.size_max == kAttrLen) {

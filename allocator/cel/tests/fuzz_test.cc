@@ -109,5 +109,36 @@ TEST(FuzzTest, FormatValidatorsOnRandomStrings) {
   }
 }
 
+// The URL library on arbitrary attribute strings, invalid UTF-8 included: a string isURL accepts
+// converts (unless url.Parse rejects its fragment or authority), and the members hold Go's
+// invariants.
+TEST(FuzzTest, UrlLibraryOnRandomStrings) {
+  absl::StatusOr<Program> p = dra::CompileSelector(
+      "cel.bind(s, device.attributes[\"dra.example.com\"].s, !isURL(s) || "
+      "cel.bind(u, url(s), u == u && u.getHostname().size() <= u.getHost().size() && "
+      "u.getPort().size() < u.getHost().size() + 1 && u.getQuery().size() >= 0 && "
+      "u.getScheme().lowerAscii() == u.getScheme() && u.getEscapedPath().size() >= 0))");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string kAlphabet = "aZ09-_./:@?#[]%25+=&; *\\x80\xc3\xa9";
+  std::mt19937 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    std::string s(rng() % 24, ' ');
+    for (char& c : s) c = kAlphabet[rng() % kAlphabet.size()];
+    if (rng() % 2 == 0) s = (rng() % 2 == 0 ? "http://" : "/") + s;
+    dra::SimpleDevice device("dra.example.com");
+    device.SetString("s", s);
+    absl::StatusOr<bool> matched = dra::Match(*p, device);
+    if (!matched.ok()) {
+      // Only where url.Parse reads more than ParseRequestURI did: a fragment, or an authority
+      // after "//" (ParseRequestURI takes "//x" for a path).
+      EXPECT_TRUE(s.find('#') != std::string::npos || s.rfind("//", 0) == 0)
+          << s << ": " << matched.status();
+      EXPECT_NE(matched.status().ToString().find("URL parse error"), std::string::npos) << s;
+      continue;
+    }
+    EXPECT_TRUE(*matched) << s;
+  }
+}
+
 }  // namespace
 }  // namespace devlet::cel

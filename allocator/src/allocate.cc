@@ -103,6 +103,44 @@ struct ResultEntry {
 
 enum class Step { kDone, kFail, kMaxSize };
 
+// The running intersection of the compatibility groups (DRADeviceCompatibilityGroups) of the
+// devices placed on one counter set, with upstream's rules: a device without groups goes only
+// with other devices without groups; grouped devices need a group common to all of them.
+struct GroupIntersection {
+  bool has_members = false;
+  bool all_empty = false;            // every member so far declared no groups
+  std::vector<std::string> groups;   // sorted; the intersection when !all_empty
+
+  bool Admits(const std::vector<std::string>& g) const {
+    if (!has_members) return true;
+    if (g.empty()) return all_empty;
+    if (all_empty) return false;
+    for (const std::string& x : g) {
+      if (std::binary_search(groups.begin(), groups.end(), x)) return true;
+    }
+    return false;
+  }
+  void Add(const std::vector<std::string>& g) {
+    if (!has_members) {
+      has_members = true;
+      all_empty = g.empty();
+      groups = g;
+      return;
+    }
+    if (all_empty || g.empty()) return;  // Admits() made the other side agree
+    std::vector<std::string> next;
+    std::set_intersection(groups.begin(), groups.end(), g.begin(), g.end(),
+                          std::back_inserter(next));
+    groups = std::move(next);
+  }
+};
+
+struct GroupUndo {
+  std::string counter_set;
+  GroupIntersection previous;
+  bool existed = false;
+};
+
 absl::StatusOr<bool> CapacityFitsIn(const ReqData& r, const CompiledDevice& d,
                                     const std::map<std::string, Amount>* allocated,
                                     const std::map<std::string, Amount>* allocating,
@@ -183,6 +221,11 @@ class Search {
   void Deallocate(int claim);
   absl::StatusOr<bool> CapacityFits(const ReqData& r, const CompiledDevice& d, std::string* why);
   bool CountersFit(int pool, int slice, int device);
+  // Checks the device's compatibility groups against every counter set it draws from and, if
+  // they fit, folds them in, recording in `undo` how to restore the previous state.
+  bool GroupsFit(int pool, const CompiledDevice& d, std::vector<GroupUndo>* undo);
+  void ReleaseGroups(int pool, std::vector<GroupUndo>& undo);
+  const std::map<std::string, GroupIntersection>& GroupBaseline(int pool);
   void ReleaseCounters(int pool, int slice, int device);
   bool InUse(KeyId k) const;
   bool AllocatingForClaim(KeyId k, int claim) const;
@@ -219,6 +262,10 @@ class Search {
   std::vector<std::vector<std::vector<Amount>>> available_;
   std::vector<std::vector<std::vector<Amount>>> consumed_;
   std::vector<uint8_t> available_ready_;
+  // Compatibility groups, per pool index: the allocated devices' intersection per counter set
+  // (computed on first use) and the running one of this call.
+  std::map<int, std::map<std::string, GroupIntersection>> group_baseline_;
+  std::map<int, std::map<std::string, GroupIntersection>> group_running_;
   // Per-device rollback records for the devices currently in the result.
   struct Undo {
     bool counters = false;
@@ -226,6 +273,7 @@ class Search {
     bool marked = false;
     bool capacity = false;
     DeviceRef ref;
+    std::vector<GroupUndo> groups;
   };
   std::vector<std::vector<Undo>> undo_;
   std::set<std::pair<std::string, std::string>> noted_;
@@ -792,6 +840,59 @@ void Search::ReleaseCounters(int p, int s, int d) {
   }
 }
 
+const std::map<std::string, GroupIntersection>& Search::GroupBaseline(int p) {
+  auto [it, inserted] = group_baseline_.try_emplace(p);
+  if (!inserted) return it->second;
+  // Devices already allocated, in every slice of the pool (also those of other nodes), as
+  // upstream reads them live from the slices.
+  const PoolView& pool = view_.pools[p];
+  for (const auto* slices : {&pool.slices, &pool.not_targeting}) {
+    for (const CompiledSlice* slice : *slices) {
+      for (const CompiledDevice& d : slice->devices) {
+        if (!IsDeviceAllocated(d.key)) continue;
+        for (const CompiledConsumption& c : d.consumes) it->second[c.counter_set].Add(c.groups);
+      }
+    }
+  }
+  return it->second;
+}
+
+bool Search::GroupsFit(int p, const CompiledDevice& d, std::vector<GroupUndo>* undo) {
+  auto& running = group_running_[p];
+  const auto& baseline = GroupBaseline(p);
+  for (const CompiledConsumption& c : d.consumes) {
+    auto it = running.find(c.counter_set);
+    const bool existed = it != running.end();
+    GroupIntersection current;
+    if (existed) {
+      current = it->second;
+    } else if (auto b = baseline.find(c.counter_set); b != baseline.end()) {
+      current = b->second;
+    }
+    if (!current.Admits(c.groups)) {
+      ReleaseGroups(p, *undo);
+      return false;
+    }
+    undo->push_back({c.counter_set, current, existed});
+    current.Add(c.groups);
+    running[c.counter_set] = std::move(current);
+  }
+  return true;
+}
+
+void Search::ReleaseGroups(int p, std::vector<GroupUndo>& undo) {
+  if (undo.empty()) return;
+  auto& running = group_running_[p];
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+    if (it->existed) {
+      running[it->counter_set] = std::move(it->previous);
+    } else {
+      running.erase(it->counter_set);
+    }
+  }
+  undo.clear();
+}
+
 bool Search::ConstraintApplies(const ConstraintState& c, const ReqData& r) {
   if (c.requests.empty()) return true;
   if (r.sub_index < 0) return c.requests.count(r.name) > 0;
@@ -945,8 +1046,16 @@ absl::StatusOr<bool> Search::AllocateDevice(int claim, const ReqData& r, const D
   bool skip_counters = multi && capacity_in_use;
   Undo undo;
   undo.ref = ref;
+  // Upstream checks compatibility groups before counters, under the same condition.
+  if (features_.compatibility_groups && !skip_counters && !device.consumes.empty()) {
+    if (!GroupsFit(ref.pool, device, &undo.groups)) {
+      Note(r, device, pool, "compatibility groups do not fit the devices on its counter set");
+      return false;
+    }
+  }
   if (!skip_counters && !device.consumes.empty()) {
     if (!CountersFit(ref.pool, ref.slice, ref.device)) {
+      ReleaseGroups(ref.pool, undo.groups);
       Note(r, device, pool, "not enough shared counters left");
       return false;
     }
@@ -954,6 +1063,7 @@ absl::StatusOr<bool> Search::AllocateDevice(int claim, const ReqData& r, const D
   }
   auto rollback = [&]() {
     for (int i = undo.constraints - 1; i >= 0; --i) ConstraintRemove(constraints_[claim][i], r);
+    ReleaseGroups(ref.pool, undo.groups);
     if (undo.counters) ReleaseCounters(ref.pool, ref.slice, ref.device);
   };
   if (features_.device_taints && TaintPrevents(device, r)) {
@@ -1031,14 +1141,14 @@ absl::StatusOr<bool> Search::AllocateDevice(int claim, const ReqData& r, const D
     Note(r, device, pool, "selected");
   }
   results_[claim].push_back(std::move(entry));
-  undo_[claim].push_back(undo);
+  undo_[claim].push_back(std::move(undo));
   return true;
 }
 
 void Search::Deallocate(int claim) {
   ResultEntry entry = std::move(results_[claim].back());
   results_[claim].pop_back();
-  Undo undo = undo_[claim].back();
+  Undo undo = std::move(undo_[claim].back());
   undo_[claim].pop_back();
   const ReqData& r = *entry.request;
   const CompiledDevice& device = *entry.device;
@@ -1071,6 +1181,7 @@ void Search::Deallocate(int claim) {
     }
   }
   for (int i = undo.constraints - 1; i >= 0; --i) ConstraintRemove(constraints_[claim][i], r);
+  ReleaseGroups(undo.ref.pool, undo.groups);
   if (undo.counters) ReleaseCounters(undo.ref.pool, undo.ref.slice, undo.ref.device);
 }
 

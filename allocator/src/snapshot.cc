@@ -378,6 +378,9 @@ absl::StatusOr<std::shared_ptr<const CompiledSlice>> CompileSlice(
                                                                          "].value"));
         c.counters.emplace_back(name, v);
       }
+      c.groups = cc.compatibility_groups;
+      std::sort(c.groups.begin(), c.groups.end());
+      c.groups.erase(std::unique(c.groups.begin(), c.groups.end()), c.groups.end());
       d.consumes.push_back(std::move(c));
     }
     d.taints = src.taints;
@@ -707,10 +710,9 @@ absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::BuildView(
         (spec.per_device_node_selection.has_value() || !spec.shared_counters.empty())) {
       continue;
     }
-    // Compatibility groups (alpha, DRADeviceCompatibilityGroups) are not implemented. With the
-    // gate off upstream hides slices that use them; we hide them whatever the gate, because
-    // allocating their devices without the group checks could hand out incompatible partitions.
-    if (UsesCompatibilityGroups(spec)) continue;
+    // With DRADeviceCompatibilityGroups off a slice using compatibility groups is ignored (its
+    // devices could otherwise be co-allocated unchecked), which leaves its pool incomplete.
+    if (!features.compatibility_groups && UsesCompatibilityGroups(spec)) continue;
     bool relevant = false;
     bool has_node_name = spec.node_name && !spec.node_name->empty();
     if (has_node_name || spec.all_nodes.value_or(false) || spec.node_selector) {
@@ -770,7 +772,11 @@ absl::StatusOr<std::shared_ptr<const NodeView>> SnapshotImpl::BuildView(
           obsolete = true;
           break;
         }
-        if (s->generation == generation) same_generation.push_back(s);
+        // Upstream counts the pool's slices without those it ignores for compatibility groups.
+        if (s->generation == generation &&
+            (features.compatibility_groups || !UsesCompatibilityGroups(s->slice.spec))) {
+          same_generation.push_back(s);
+        }
       }
       if (obsolete) continue;
       if (static_cast<int64_t>(same_generation.size()) != count) {

@@ -78,6 +78,8 @@ struct CompiledCapacity {
 struct CompiledConsumption {
   std::string counter_set;
   std::vector<std::pair<std::string, Amount>> counters;
+  // compatibilityGroups (DRADeviceCompatibilityGroups), sorted and unique; empty: none.
+  std::vector<std::string> groups;
 };
 
 class CompiledDevice final : public cel::dra::DeviceView {

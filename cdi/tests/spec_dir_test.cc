@@ -246,7 +246,7 @@ TEST_F(SpecDirTest, UnsyncedWriteSkipsFsyncsAndStaysAtomic) {
   {
     testing::FaultyFileSystem counting;
     ASSERT_THAT(WriteSpec(dir, name, old_spec, {.fs = &counting}).status(), IsOk());
-    EXPECT_EQ(counting.syncs, 2);  // the file and the directory
+    EXPECT_EQ(counting.syncs.load(), 2);  // the file and the directory
   }
   for (int step = 0;; ++step) {
     SCOPED_TRACE("step=" + std::to_string(step));
@@ -256,7 +256,7 @@ TEST_F(SpecDirTest, UnsyncedWriteSkipsFsyncsAndStaysAtomic) {
     faulty.crash = true;
     const absl::Status status =
         WriteSpec(dir, name, new_spec, {.fs = &faulty, .sync = false}).status();
-    EXPECT_EQ(faulty.syncs, 0);
+    EXPECT_EQ(faulty.syncs.load(), 0);
     ASSERT_OK_AND_ASSIGN(Spec on_disk, DecodeSpec(Read(path)));
     if (status.ok()) {
       EXPECT_EQ(on_disk.devices, new_spec.devices);

@@ -286,14 +286,24 @@ absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
     if (record.claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
     claims.push_back(ToState(record, driver_, cdi_root_));
   }
-  return store_->Update([&](state::Checkpoint& checkpoint) {
+  auto mutate = [&](state::Checkpoint& checkpoint) {
     for (state::PreparedClaim& claim : claims) {
       std::string uid = claim.uid;
       checkpoint.claims[uid] = std::move(claim);
     }
     for (const std::string& uid : deletes) checkpoint.claims.erase(uid);
     return absl::OkStatus();
-  });
+  };
+  // PrepareCompleted (and new pods of a completed claim) need not reach the disk before the
+  // kubelet's answer: a kill -9 keeps the record (page cache), and a power loss only leaves the
+  // claim PrepareStarted, which the kubelet's repeated prepare after the reboot redoes
+  // idempotently (or its unprepare cleans up from). PrepareStarted and removals stay durable: the
+  // first guards every side effect, and a lost removal would keep released devices reserved.
+  const bool deferrable =
+      deletes.empty() && std::all_of(puts.begin(), puts.end(), [](const ClaimRecord& r) {
+        return r.state == ClaimState::kPrepareCompleted;
+      });
+  return deferrable ? store_->UpdateDeferred(mutate) : store_->Update(mutate);
 }
 
 absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {

@@ -58,7 +58,10 @@ CheckpointStore::~CheckpointStore() {
   }
   compactor_cv_.notify_all();
   if (compactor_.joinable()) compactor_.join();
-  if (journal_fd_ >= 0) ::close(journal_fd_);
+  if (journal_fd_ >= 0) {
+    if (unsynced_) ::fdatasync(journal_fd_);  // best effort: a deferred record not yet synced
+    ::close(journal_fd_);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOptions options) {
@@ -221,17 +224,21 @@ void CheckpointStore::LogTorn(const JournalReplay& replay) {
                         replay.last_seq);
 }
 
-absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpoint& after) {
+absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpoint& after,
+                                         bool sync) {
   if (journal_fd_ < 0) return CompactLocked(after);
   const JournalChange change = Diff(before, after);
   if (change.empty()) return absl::OkStatus();
+  // An unsynced record must reach the disk before the next one is written: a power loss during
+  // one sync of both could tear the first and keep the second, which replay reports as damage.
+  DEVLET_RETURN_IF_ERROR(FlushLocked());
   const std::string record = EncodeJournalRecord(journal_seq_ + 1, change);
   if (journal_torn_ || journal_end_ + record.size() > journal_size_) {
     // No room (or a torn record to clear first): the change goes into a new snapshot.
     return CompactLocked(after);
   }
   absl::Status status = fs_.WriteAt(journal_fd_, record, journal_end_, journal_path_);
-  if (status.ok()) status = fs_.DataSync(journal_fd_, journal_path_);
+  if (status.ok() && sync) status = fs_.DataSync(journal_fd_, journal_path_);
   if (!status.ok()) {
     // Not acknowledged: make sure no reader takes the record as written (best effort; if this
     // fails too, the record is either complete and valid or torn, and both are consistent).
@@ -243,6 +250,10 @@ absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpo
   journal_end_ += record.size();
   ++journal_seq_;
   cache_ = after;
+  if (!sync) {
+    unsynced_ = true;
+    if (options_.background_compaction) FlushLater();
+  }
   if (journal_end_ > options_.compact_after_bytes) {
     if (options_.background_compaction) {
       MaybeCompactLater(journal_end_ > journal_size_ / 4 * 3);
@@ -266,6 +277,7 @@ absl::Status CheckpointStore::CompactLocked(const Checkpoint& checkpoint) {
     // from here on are skipped on replay, so clearing it needs no ordering with the rename.
     DEVLET_RETURN_IF_ERROR(ClearJournalLocked(journal_torn_ ? journal_size_ : journal_end_));
   }
+  unsynced_ = false;  // the snapshot holds every change, synced
   cache_ = checkpoint;
   cached_snapshot_ = SnapshotId();
   return absl::OkStatus();
@@ -295,27 +307,52 @@ absl::Status CheckpointStore::ClearJournalLocked(std::uint64_t bytes) {
   return absl::OkStatus();
 }
 
+void CheckpointStore::StartBackgroundLocked() {
+  if (!compactor_.joinable()) compactor_ = std::thread([this] { RunCompactor(); });
+  compactor_cv_.notify_all();
+}
+
 void CheckpointStore::MaybeCompactLater(bool now) {
   std::lock_guard guard(compactor_mu_);
   compact_requested_ = true;
   compact_now_ = compact_now_ || now;
   last_change_ = std::chrono::steady_clock::now();
-  if (!compactor_.joinable()) compactor_ = std::thread([this] { RunCompactor(); });
-  compactor_cv_.notify_all();
+  StartBackgroundLocked();
+}
+
+void CheckpointStore::FlushLater() {
+  std::lock_guard guard(compactor_mu_);
+  flush_requested_ = true;
+  StartBackgroundLocked();
 }
 
 void CheckpointStore::RunCompactor() {
   std::unique_lock guard(compactor_mu_);
   for (;;) {
-    compactor_cv_.wait(guard, [this] { return stopping_ || compact_requested_; });
+    compactor_cv_.wait(guard,
+                       [this] { return stopping_ || compact_requested_ || flush_requested_; });
+    if (stopping_) return;
+    if (flush_requested_) {
+      // Deferred records are synced at once: the caller already has its answer.
+      flush_requested_ = false;
+      guard.unlock();
+      absl::Status status = Flush();
+      if (!status.ok()) {
+        log::Logger().Error(status, "Syncing the checkpoint journal failed; retried with the "
+                                    "next change", "journal", journal_path_);
+      }
+      guard.lock();
+      continue;
+    }
     // Wait for a quiet moment: no change for compact_idle (every change past the threshold
     // pushes last_change_), unless the journal is nearly full.
-    while (!stopping_ && !compact_now_) {
+    while (!stopping_ && !compact_now_ && !flush_requested_) {
       const auto quiet_at = last_change_ + options_.compact_idle;
       if (std::chrono::steady_clock::now() >= quiet_at) break;
       compactor_cv_.wait_until(guard, quiet_at);
     }
     if (stopping_) return;
+    if (flush_requested_) continue;  // sync first, then wait for quiet again
     compact_requested_ = false;
     compact_now_ = false;
     guard.unlock();
@@ -345,11 +382,34 @@ absl::StatusOr<Checkpoint> CheckpointStore::Load() {
 }
 
 absl::Status CheckpointStore::Update(const std::function<absl::Status(Checkpoint&)>& mutate) {
+  return UpdateImpl(mutate, /*sync=*/true);
+}
+
+absl::Status CheckpointStore::UpdateDeferred(
+    const std::function<absl::Status(Checkpoint&)>& mutate) {
+  return UpdateImpl(mutate, /*sync=*/false);
+}
+
+absl::Status CheckpointStore::UpdateImpl(const std::function<absl::Status(Checkpoint&)>& mutate,
+                                         bool sync) {
   DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
   DEVLET_ASSIGN_OR_RETURN(Checkpoint before, LoadLocked());
   Checkpoint after = before;
   DEVLET_RETURN_IF_ERROR(mutate(after));
-  return SaveLocked(before, after);
+  return SaveLocked(before, after, sync);
+}
+
+absl::Status CheckpointStore::Flush() {
+  DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
+  return FlushLocked();
+}
+
+absl::Status CheckpointStore::FlushLocked() {
+  if (!unsynced_ || journal_fd_ < 0) return absl::OkStatus();
+  DEVLET_RETURN_IF_ERROR(
+      WithContext(fs_.DataSync(journal_fd_, journal_path_), "sync the checkpoint journal"));
+  unsynced_ = false;
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointStore::RecordPrepareStarted(PreparedClaim claim) {

@@ -379,6 +379,45 @@ TEST_F(StoreTest, FailureAtEveryCompactionStepLosesNothing) {
   }
 }
 
+// A deferred change is visible at once and synced before the next change is written (or by the
+// background thread): records reach the disk in order.
+TEST_F(StoreTest, DeferredChangesAreSyncedBeforeTheNext) {
+  FaultyFileSystem counting;
+  ASSERT_OK_AND_ASSIGN(auto store, CheckpointStore::Open({.dir = dir_.string(),
+                                                          .fs = &counting,
+                                                          .background_compaction = false}));
+  counting.syncs = 0;
+  ASSERT_OK(store->UpdateDeferred([](Checkpoint& c) {
+    c.claims["a"] = Claim("a");
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(counting.syncs.load(), 0);
+  EXPECT_THAT(OpenStore()->FindClaim("a"), IsOkAndHolds(Optional(Claim("a"))));  // page cache
+  ASSERT_OK(store->RecordPrepareStarted(Claim("b")));
+  EXPECT_EQ(counting.syncs.load(), 2);  // a's record first, then b's
+  ASSERT_OK(store->UpdateDeferred([](Checkpoint& c) {
+    c.claims.erase("a");
+    return absl::OkStatus();
+  }));
+  ASSERT_OK(store->Flush());
+  ASSERT_OK(store->Flush());  // nothing left to sync
+  EXPECT_EQ(counting.syncs.load(), 3);
+
+  // With the background thread, the sync follows without a next change.
+  FaultyFileSystem background;
+  ASSERT_OK_AND_ASSIGN(auto other,
+                       CheckpointStore::Open({.dir = dir_.string(), .fs = &background}));
+  background.syncs = 0;
+  ASSERT_OK(other->UpdateDeferred([](Checkpoint& c) {
+    c.claims["c"] = Claim("c");
+    return absl::OkStatus();
+  }));
+  for (int wait = 0; wait < 500 && background.syncs == 0; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(background.syncs.load(), 1);
+}
+
 TEST_F(StoreTest, LockSerializesProcessesAndThreads) {
   auto store = OpenStore();
   constexpr int kThreads = 4;

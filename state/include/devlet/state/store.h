@@ -56,8 +56,10 @@ struct StoreOptions {
   // journal. A change that does not fit in the journal at all goes into a new snapshot at once.
   std::uint64_t compact_after_bytes = 1 << 20;
   std::chrono::milliseconds compact_idle{200};
-  // Compact in a background thread (the caller of the change that crossed the threshold does not
-  // wait); false: in that caller, after its change is durable (deterministic, for tests).
+  // Compact (and sync UpdateDeferred's records) in a background thread, so the caller of the
+  // change that crossed the threshold does not wait; false: compact in that caller after its
+  // change is durable, and sync deferred records only before the next change or at Flush
+  // (deterministic, for tests).
   bool background_compaction = true;
 };
 
@@ -80,6 +82,18 @@ class CheckpointStore {
   // Update runs `mutate` on the current checkpoint under the lock and writes the result; if
   // `mutate` fails nothing is written.
   absl::Status Update(const std::function<absl::Status(Checkpoint&)>& mutate);
+
+  // UpdateDeferred is Update whose record is written at once (every process sees it, and it
+  // survives this process's crash: the page cache keeps it) but synced a moment later, by the
+  // background thread or before the next change, whichever comes first, so the caller does not
+  // wait for the disk. A power loss before that sync can lose the change: use it only for
+  // changes whose loss is safe (the kubelet plugin's PrepareCompleted: after a reboot the claim is
+  // PrepareStarted and the kubelet's repeated prepare redoes it idempotently). Records are always
+  // synced in order: a change is never written while an earlier one is unsynced.
+  absl::Status UpdateDeferred(const std::function<absl::Status(Checkpoint&)>& mutate);
+
+  // Flush syncs a deferred change now (no-op when there is none).
+  absl::Status Flush();
 
   // RecordPrepareStarted stores `claim` with state kPrepareStarted, replacing an earlier record
   // of the same UID. Call it before any side effect.
@@ -123,10 +137,14 @@ class CheckpointStore {
   absl::Status OpenJournalLocked();
   absl::StatusOr<Checkpoint> LoadLocked();
   void LogTorn(const JournalReplay& replay);
-  absl::Status SaveLocked(const Checkpoint& before, const Checkpoint& after);
+  absl::Status UpdateImpl(const std::function<absl::Status(Checkpoint&)>& mutate, bool sync);
+  absl::Status SaveLocked(const Checkpoint& before, const Checkpoint& after, bool sync = true);
+  absl::Status FlushLocked();
   absl::Status CompactLocked(const Checkpoint& checkpoint);
   absl::Status ClearJournalLocked(std::uint64_t bytes);
   void MaybeCompactLater(bool now);
+  void FlushLater();
+  void StartBackgroundLocked();
   void RunCompactor();
 
   StoreOptions options_;
@@ -153,12 +171,14 @@ class CheckpointStore {
   std::uint64_t journal_end_ = 0;      // where the next record goes
   std::uint64_t journal_seq_ = 0;      // last sequence number (snapshot's or journal's)
   bool journal_torn_ = false;          // an unreadable last record sits at journal_end_
+  bool unsynced_ = false;              // the last record was written by UpdateDeferred, not synced
   std::uint64_t logged_torn_at_ = ~std::uint64_t{0};  // torn tail already logged at this offset
 
   std::mutex compactor_mu_;
   std::condition_variable compactor_cv_;
   std::thread compactor_;
   bool compact_requested_ = false;
+  bool flush_requested_ = false;
   bool compact_now_ = false;  // past the hard limit: do not wait for a quiet moment
   std::chrono::steady_clock::time_point last_change_;
   bool stopping_ = false;

@@ -9,6 +9,7 @@
 //   EXPECT_FALSE(WriteSpec(dir, name, spec, {.fs = &faulty}).ok());
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <string>
 #include <string_view>
@@ -29,7 +30,9 @@ class FaultyFileSystem final : public FileSystem {
   bool crash = false;  // after the failure, every step fails (the process "died")
   int count = 0;       // write-side steps seen so far
   bool dead = false;   // set once a crash happened
-  int syncs = 0;       // Sync and SyncDir calls that reached the real file system
+  // Sync, SyncDir and DataSync calls that reached the real file system (atomic: a store may sync
+  // from its background thread).
+  std::atomic<int> syncs{0};
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     return real().ReadFile(path);

@@ -279,10 +279,14 @@ class IndexNode final : public Node {
         relative_cost_(operand_->is_attribute() ? 0 : 1), key_cost_(key_->is_attribute() ? 0 : 1) {}
   Val Eval(Ctx& ctx) const override {
     Val o = operand_->Eval(ctx);
-    ctx.AddCost(relative_cost_);
-    if (o.is_error()) return o;
-    if (o.kind == VK::kOptional && o.opt == nullptr) return o;
+    if (o.is_error() || (o.kind == VK::kOptional && o.opt == nullptr)) {
+      ctx.AddCost(relative_cost_);
+      return o;
+    }
     Val k = key_->Eval(ctx);
+    // cel-go charges the attribute once its qualifiers resolved: a panic in the key (an ext.Lists
+    // cost tracker) ends the evaluation before that.
+    ctx.AddCost(relative_cost_);
     Val r = optional_ ? OptIndex(ctx, o, k) : Index(ctx, o, k);
     if (key_cost_ != 0 && QualifierCost(o, r, optional_) != 0) ctx.AddCost(key_cost_);
     return r;

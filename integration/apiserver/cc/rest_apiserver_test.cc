@@ -3,11 +3,17 @@
 // DEVLET_TEST_KUBECONFIG_CERT (client certificate). Skips when run without the runner.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/kube/kubeconfig.h"
@@ -231,6 +237,95 @@ TEST(ApiServerCertTest, ClientCertificateKubeconfig) {
   ASSERT_OK_AND_ASSIGN(auto anonymous, ApiServerStore::Create(config));
   EXPECT_THAT(anonymous->List(Kind::kDeviceClass, {}),
               StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+// An exec plugin answering with the PEM files named in its `crt` and `key` files (a missing file:
+// an empty field), the token in `token` and the expirationTimestamp in `expiry`.
+constexpr char kCertPlugin[] = R"sh(#!/bin/sh
+d="$(dirname "$0")"
+echo run >> "$d/runs.txt"
+pem() { if [ -f "$1" ]; then awk '{printf "%s\\n", $0}' "$1"; fi; }
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s","token":"%s","expirationTimestamp":"%s"}}\n' "$(pem "$(cat "$d/crt")")" "$(pem "$(cat "$d/key")")" "$(cat "$d/token" 2>/dev/null)" "$(cat "$d/expiry")"
+)sh";
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path) << content;
+}
+
+int Runs(const std::string& dir) {
+  std::ifstream in(dir + "/runs.txt");
+  int n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// The client certificate of an exec plugin, renewed without recreating the client: the real API
+// server refuses a certificate from an unknown CA with 401, the client runs the plugin again and
+// retries with the cluster's certificate on a new connection; at the credential's expiry the
+// plugin's answer changes to a bearer token, which new connections then use without a
+// certificate.
+TEST(ApiServerCertTest, ExecPluginCertificateIsRenewed) {
+  const char* cert_path = std::getenv("DEVLET_TEST_KUBECONFIG_CERT");
+  const char* token_path = std::getenv("DEVLET_TEST_KUBECONFIG");
+  if (cert_path == nullptr || token_path == nullptr) GTEST_SKIP() << "run through apiserver-runner";
+  ASSERT_OK_AND_ASSIGN(RestConfig with_cert, LoadKubeconfig(cert_path));
+  ASSERT_OK_AND_ASSIGN(RestConfig with_token, LoadKubeconfig(token_path));
+  const std::string dir =
+      ::testing::TempDir() + "/apiserver_exec_cert_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  WriteFile(dir + "/cluster.crt", with_cert.client_certificate_data);
+  WriteFile(dir + "/cluster.key", with_cert.client_key_data);
+  // A well-formed certificate the API server does not trust.
+  ASSERT_EQ(std::system(("cd '" + dir + "' && openssl req -x509 -newkey ec -pkeyopt "
+                         "ec_paramgen_curve:prime256v1 -nodes -keyout stranger.key -out "
+                         "stranger.crt -days 2 -subj /CN=stranger >openssl.log 2>&1")
+                            .c_str()),
+            0);
+  WriteFile(dir + "/plugin", kCertPlugin);
+  std::filesystem::permissions(dir + "/plugin", std::filesystem::perms::owner_all);
+  auto answer = [&](const std::string& cert, const std::string& token, const std::string& expiry) {
+    WriteFile(dir + "/crt", cert.empty() ? "" : dir + "/" + cert + ".crt");
+    WriteFile(dir + "/key", cert.empty() ? "" : dir + "/" + cert + ".key");
+    WriteFile(dir + "/token", token);
+    WriteFile(dir + "/expiry", expiry);
+  };
+
+  RestConfig config = with_cert;
+  config.client_certificate_data.clear();
+  config.client_key_data.clear();
+  config.max_retries = 0;
+  config.exec = ExecConfig{.command = dir + "/plugin",
+                           .api_version = "client.authentication.k8s.io/v1",
+                           .interactive_mode = "Never"};
+  answer("stranger", "", "");
+  ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(config));
+  EXPECT_EQ(Runs(dir), 1);
+  answer("cluster", "", "");
+  EXPECT_OK(store->List(Kind::kDeviceClass, {}).status());  // 401, renewed, retried
+  EXPECT_EQ(Runs(dir), 2);
+  EXPECT_EQ(store->client().stats().cert_rotations.load(), 1);
+  EXPECT_OK(store->List(Kind::kDeviceClass, {}).status());
+  EXPECT_EQ(Runs(dir), 2);  // cached: no expirationTimestamp
+
+  // A credential that expires soon: the plugin is asked again only then.
+  const auto expiry = std::chrono::system_clock::now() + std::chrono::seconds(12);
+  const std::time_t tt = std::chrono::system_clock::to_time_t(expiry);
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  answer("cluster", "", stamp);
+  ASSERT_OK_AND_ASSIGN(auto timed, ApiServerStore::Create(config));
+  const int runs = Runs(dir);
+  answer("", with_token.token, "");
+  EXPECT_OK(timed->List(Kind::kDeviceClass, {}).status());
+  EXPECT_EQ(Runs(dir), runs);  // still valid
+  std::this_thread::sleep_until(expiry - std::chrono::seconds(10) + std::chrono::milliseconds(300));
+  EXPECT_OK(timed->List(Kind::kDeviceClass, {}).status());  // now with the token, no certificate
+  EXPECT_EQ(Runs(dir), runs + 1);
+  EXPECT_EQ(timed->client().stats().cert_rotations.load(), 1);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1647,7 +1647,7 @@ class Planner {
 
   // i int, u uint, d double, s string, b bytes, B bool, n null, L list, M map, Q Quantity,
   // S Semver, T type, O optional, Z timestamp, D duration, P IP, C CIDR, F format, U URL,
-  // * anything.
+  // W list(string), * anything.
   static bool Matches(char p, const Type& t) {
     if (t.is_dyn() || p == '*') return true;
     switch (p) {
@@ -1670,6 +1670,8 @@ class Planner {
       case 'C': return t.kind() == Type::Kind::kCIDR;
       case 'F': return t.kind() == Type::Kind::kFormat;
       case 'U': return t.kind() == Type::Kind::kURL;
+      case 'W': return t.kind() == Type::Kind::kList && (t.param0().is_dyn() ||
+                                                        t.param0().kind() == Type::Kind::kString);
       default: return false;
     }
   }
@@ -1726,7 +1728,7 @@ class Planner {
         {"split", {{"ss", TK::kList}, {"ssi", TK::kList}}},
         {"substring", {{"si", TK::kString}, {"sii", TK::kString}}},
         {"trim", {{"s", TK::kString}}},
-        {"join", {{"L", TK::kString}, {"Ls", TK::kString}}},
+        {"join", {{"W", TK::kString}, {"Ws", TK::kString}}},
         {"format", {{"sL", TK::kString}}},
         {"strings.quote", {{"s", TK::kString}}},
         {"slice", {{"Lii", TK::kList}}},
@@ -1852,6 +1854,10 @@ class Planner {
     if (n == "optional.none") return Type::Optional(Type::Dyn());
     if (n == "value" && a.kind() == Type::Kind::kOptional) return a.param0();
     if ((n == "min" || n == "max" || n == "sum") && a.kind() == Type::Kind::kList) return a.param0();
+    // sort() has one overload per comparable element type (list(int) -> list(int), ...): a
+    // list(dyn) matches them all, and cel-go types a call whose candidates differ in result as
+    // dyn. The others are parametric (list(T) -> list(T)).
+    if (n == "sort" && a.kind() == Type::Kind::kList && a.param0().is_dyn()) return Type::Dyn();
     if ((n == "slice" || n == "distinct" || n == "reverse" || n == "sort" ||
          n == "@sortByAssociatedKeys") && a.kind() == Type::Kind::kList) {
       return a;

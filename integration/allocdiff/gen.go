@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 )
 
@@ -28,6 +29,9 @@ var (
 
 type gen struct {
 	r *rand.Rand
+	// alpha: the 1.37 alpha allocator features are on (cases -gates), so requests get derived
+	// attributes and partitions compatibility groups. Off, the generator draws exactly as before.
+	alpha bool
 }
 
 func (g *gen) pick(options ...string) string { return options[g.r.Intn(len(options))] }
@@ -73,6 +77,9 @@ func (g *gen) device(name string, multi bool, counterSet string) resourceapi.Dev
 	if counterSet != "" {
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: counterSet,
 			Counters: map[string]resourceapi.Counter{"mem": {Value: resource.MustParse(g.pick("2Gi", "4Gi", "8Gi"))}}}}
+		if g.alpha && g.chance(0.7) {
+			d.ConsumesCounters[0].CompatibilityGroups = compatibilityGroupsPool[g.r.Intn(len(compatibilityGroupsPool))]
+		}
 	}
 	return d
 }
@@ -174,6 +181,44 @@ var selectorsPool = []string{
 	`device.allowMultipleAllocations == false`,
 }
 
+var compatibilityGroupsPool = [][]string{nil, {"mig"}, {"mps"}, {"mig", "mps"}, {"mps", "vgpu"}}
+
+// Derived attribute names: new ones, and driver-a/numa, which shadows the static attribute.
+var derivedNamesPool = []string{"example.com/numa", "example.com/socket", "example.com/near", "driver-a/numa"}
+
+// Derived attribute expressions: ints, strings, semver, lists (also empty ones), runtime errors
+// (driverVersion is on half of the devices) and results of the wrong runtime type.
+var derivedExpressionsPool = []string{
+	`device.attributes[device.driver].numa`,
+	`device.attributes[device.driver].numa / 2`,
+	`device.attributes[device.driver].model`,
+	`device.attributes[device.driver].ecc`,
+	`[device.attributes[device.driver].numa + 0, device.attributes[device.driver].numa + 1]`,
+	`[device.attributes[device.driver].numa].filter(x, x > 1)`,
+	`device.attributes["example.com"].?pcieRoot.orValue("none")`,
+	`device.attributes[device.driver].driverVersion`,
+	`device.attributes[device.driver].numa > 0 ? dyn(1) : dyn(1.5)`,
+	`semver("1.2.3")`,
+	`1.5`,
+}
+
+func (g *gen) derivedAttributes() []resourceapi.DeviceDerivedAttribute {
+	if !g.alpha || !g.chance(0.5) {
+		return nil
+	}
+	var out []resourceapi.DeviceDerivedAttribute
+	for i := 0; i < 1+g.r.Intn(2); i++ {
+		// Weighted towards the expressions that evaluate on every device.
+		expr := derivedExpressionsPool[g.r.Intn(len(derivedExpressionsPool))]
+		if g.chance(0.5) {
+			expr = derivedExpressionsPool[g.r.Intn(3)]
+		}
+		out = append(out, resourceapi.DeviceDerivedAttribute{
+			Name: resourceapi.FullyQualifiedName(g.pick(derivedNamesPool...)), Expression: expr})
+	}
+	return out
+}
+
 func (g *gen) request(name string, first bool) resourceapi.DeviceRequest {
 	return g.requestWith(name, first, true)
 }
@@ -198,12 +243,14 @@ func (g *gen) requestWith(name string, first, allowSubs bool) resourceapi.Device
 	if first && g.chance(0.05) {
 		exact.AdminAccess = ptr.To(true)
 	}
+	exact.DerivedAttributes = g.derivedAttributes()
 	if allowSubs && g.chance(0.2) {
 		var subs []resourceapi.DeviceSubRequest
 		for i := 0; i < 1+g.r.Intn(3); i++ {
 			s := g.requestWith("x", false, false).Exactly
 			subs = append(subs, resourceapi.DeviceSubRequest{Name: fmt.Sprintf("sub-%d", i), DeviceClassName: s.DeviceClassName,
-				Selectors: s.Selectors, AllocationMode: s.AllocationMode, Count: s.Count, Tolerations: s.Tolerations, Capacity: s.Capacity})
+				Selectors: s.Selectors, AllocationMode: s.AllocationMode, Count: s.Count, Tolerations: s.Tolerations, Capacity: s.Capacity,
+				DerivedAttributes: s.DerivedAttributes})
 		}
 		return resourceapi.DeviceRequest{Name: name, FirstAvailable: subs}
 	}
@@ -218,11 +265,41 @@ func (g *gen) claim(name string) *resourceapi.ResourceClaim {
 	}
 	if n > 1 && g.chance(0.3) {
 		attr := resourceapi.FullyQualifiedName(g.pick("driver-a/numa", "driver-a/model", "example.com/pcieRoot", "driver-b/numa"))
+		if g.alpha && g.chance(0.6) {
+			attr = resourceapi.FullyQualifiedName(g.pick(derivedNamesPool...))
+		}
 		c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{MatchAttribute: &attr})
 	}
 	if g.chance(0.15) {
 		attr := resourceapi.FullyQualifiedName(g.pick("driver-a/numa", "driver-a/model"))
+		if g.alpha && g.chance(0.6) {
+			attr = resourceapi.FullyQualifiedName(g.pick(derivedNamesPool...))
+		}
 		c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{DistinctAttribute: &attr})
+	}
+	if g.alpha {
+		// Most derived attributes should be used by a constraint (only then are they evaluated).
+		var names []string
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil {
+				for _, d := range r.Exactly.DerivedAttributes {
+					names = append(names, string(d.Name))
+				}
+			}
+			for _, sub := range r.FirstAvailable {
+				for _, d := range sub.DerivedAttributes {
+					names = append(names, string(d.Name))
+				}
+			}
+		}
+		if len(names) > 0 && g.chance(0.8) {
+			attr := resourceapi.FullyQualifiedName(g.pick(names...))
+			if g.chance(0.5) {
+				c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{MatchAttribute: &attr})
+			} else {
+				c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{DistinctAttribute: &attr})
+			}
+		}
 	}
 	if g.chance(0.2) {
 		c.Spec.Devices.Config = append(c.Spec.Devices.Config, resourceapi.DeviceClaimConfiguration{
@@ -234,14 +311,14 @@ func (g *gen) claim(name string) *resourceapi.ResourceClaim {
 }
 
 // generateCase returns a List of objects with some claims already allocated (by upstream).
-func generateCase(ctx context.Context, seed int64, index int, cache *cel.Cache) []byte {
-	g := &gen{r: rand.New(rand.NewSource(seed*1000003 + int64(index)))}
+func generateCase(ctx context.Context, seed int64, index int, cache *cel.Cache, features structured.Features, alpha bool) []byte {
+	g := &gen{r: rand.New(rand.NewSource(seed*1000003 + int64(index))), alpha: alpha}
 	objects, c := g.cluster(index)
 	// Pre-allocate a few claims on random nodes with the upstream allocator.
 	for i := 0; i < g.r.Intn(3); i++ {
 		claim := g.claim(fmt.Sprintf("allocated-%d", i))
 		c.Pending = []*resourceapi.ResourceClaim{claim}
-		out := runUpstream(ctx, c, g.pick("node-1", "node-2"), cache)
+		out := runUpstreamWith(ctx, c, g.pick("node-1", "node-2"), cache, features)
 		if out.Kind == "allocated" {
 			claim.Status.Allocation = &out.Results[0]
 			c.Allocated = append(c.Allocated, claim)

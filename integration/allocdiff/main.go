@@ -38,20 +38,30 @@ func main() {
 		seed := fs.Int64("seed", 1, "generator seed")
 		count := fs.Int("count", 100, "number of cases")
 		dir := fs.String("dir", ".", "output directory")
+		gates := fs.String("gates", "", "feature gates (A=true,B=false); any alpha allocator gate on also makes the generator use derived attributes and compatibility groups")
 		_ = fs.Parse(os.Args[2:])
+		features := defaultFeatures
+		if *gates != "" {
+			f, err := parseGates(*gates)
+			if err != nil {
+				fail(err)
+			}
+			features = f
+		}
+		alpha := features.DerivedAttributes || features.CompatibilityGroups
 		if err := os.MkdirAll(*dir, 0o755); err != nil {
 			fail(err)
 		}
 		cache := newCache()
 		for i := 0; i < *count; i++ {
-			list := generateCase(ctx, *seed, i, cache)
+			list := generateCase(ctx, *seed, i, cache, features, alpha)
 			c, err := decodeList(list)
 			if err != nil {
 				fail(err)
 			}
-			out := runUpstream(ctx, c, "node-1", cache)
+			out := runUpstreamWith(ctx, c, "node-1", cache, features)
 			data, err := json.Marshal(map[string]any{
-				"seed": *seed, "index": i, "node": "node-1",
+				"seed": *seed, "index": i, "node": "node-1", "gates": *gates,
 				"objects": json.RawMessage(list), "upstream": out,
 			})
 			if err != nil {

@@ -1,9 +1,11 @@
 // allocdiff_compare: devlet's allocator against the upstream Go allocator (the `allocdiff` peer).
 //
-//   allocdiff_compare cases --peer PATH [--seed 1] [--count 300] [--keep DIR]
+//   allocdiff_compare cases --peer PATH [--seed 1] [--count 300] [--keep DIR] [--gates A=true,..]
 //     The peer generates seeded problems and solves them; we solve the same objects and fail on
 //     any disagreement in outcome (allocated / unschedulable / error) or, when allocated, in the
 //     chosen devices, configs and node selectors (upstream's first-fit order defines them).
+//     With --gates both sides run with those gates; an alpha allocator gate on
+//     (DRADerivedAttributes, DRADeviceCompatibilityGroups) also makes the generator use it.
 //   allocdiff_compare casefiles --peer PATH --dir allocator/tests/cases
 //     Every allocator case file that upstream can run as is (no Pod, no DeviceTaintRule, no
 //     allocated-state fixtures, no interrupt) goes to the peer with its gates; the peer's
@@ -29,6 +31,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "devlet/allocator/features.h"
 #include "devlet/allocator/scenario.h"
 #include "devlet/cel/quantity.h"
 #include "devlet/common/status.h"
@@ -78,7 +81,7 @@ Json Canonical(Json allocation) {
 }
 
 struct Args {
-  std::string mode, peer, keep, dir;
+  std::string mode, peer, keep, dir, gates;
   int64_t seed = 1;
   int count = 300, nodes = 500, pods = 5000;
 };
@@ -89,8 +92,17 @@ int Cases(const Args& args) {
                            ("allocdiff-" + std::to_string(getpid()))).string()
                         : args.keep;
   std::filesystem::create_directories(dir);
+  Features features;
+  if (!args.gates.empty()) {
+    auto parsed = ParseFeatureGates(args.gates);
+    if (!parsed.ok()) {
+      std::cerr << "--gates: " << Message(parsed.status()) << "\n";
+      return 2;
+    }
+    features = *parsed;
+  }
   if (RunPeer(args.peer + " cases -seed " + std::to_string(args.seed) + " -count " +
-              std::to_string(args.count) + " -dir " + dir) != 0) {
+              std::to_string(args.count) + " -dir " + dir + " -gates '" + args.gates + "'") != 0) {
     return 2;
   }
   std::vector<std::string> files;
@@ -110,7 +122,7 @@ int Cases(const Args& args) {
       ours_kind = "error";
       detail = Message(objects.status());
     } else {
-      auto scenario = Scenario::FromObjects(std::move(*objects), Features{}, /*validate=*/false);
+      auto scenario = Scenario::FromObjects(std::move(*objects), features, /*validate=*/false);
       if (!scenario.ok()) {
         ours_kind = "error";
         detail = Message(scenario.status());
@@ -136,6 +148,14 @@ int Cases(const Args& args) {
       }
     }
     bool same = ours_kind == upstream_kind;
+    if (same && ours_kind == "error") {
+      // Derived attribute errors are worded exactly as upstream's (names, device, CEL text).
+      const std::string theirs = c["upstream"].value("error", "");
+      if (theirs.find("derived attribute") != std::string::npos && theirs != detail) {
+        same = false;
+        detail = "error text differs:\n  upstream: " + theirs + "\n  ours:     " + detail;
+      }
+    }
     if (same && ours_kind == "allocated") {
       const Json& theirs = c["upstream"]["results"];
       same = theirs.size() == ours_results.size();
@@ -153,7 +173,8 @@ int Cases(const Args& args) {
                 << detail << "\n";
     }
   }
-  std::cout << "allocdiff: " << files.size() << " cases (seed " << args.seed << "): ";
+  std::cout << "allocdiff: " << files.size() << " cases (seed " << args.seed
+            << (args.gates.empty() ? "" : ", gates " + args.gates) << "): ";
   for (const auto& [k, n] : kinds) std::cout << k << "=" << n << " ";
   std::cout << "mismatches=" << mismatches << "\n";
   if (args.keep.empty()) std::filesystem::remove_all(dir);
@@ -493,6 +514,7 @@ int main(int argc, char** argv) {
     else if (flag == "--nodes") args.nodes = std::stoi(value);
     else if (flag == "--pods") args.pods = std::stoi(value);
     else if (flag == "--keep") args.keep = value;
+    else if (flag == "--gates") args.gates = value;
     else if (flag == "--dir") args.dir = value;
     else {
       std::cerr << "unknown flag " << flag << "\n";

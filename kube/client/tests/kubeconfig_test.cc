@@ -611,6 +611,29 @@ TEST_F(ExecCertTest, CertificateIsRotatedAtExpiryAndAfter401) {
   EXPECT_EQ(Runs(), 3);  // a token-less rotation does not loop
 }
 
+TEST_F(ExecCertTest, ConcurrentRefusalsRunThePluginOnce) {
+  fake::FakeApiServer server(P("server.crt"), P("server.key"), P("ca.crt"));
+  Answer("exec-a", "exec-a", "");
+  ASSERT_OK_AND_ASSIGN(auto store, ApiServerStore::Create(PluginConfig(server.url())));
+  EXPECT_THAT(store->Get(Kind::kNode, {"", "n"}), StatusIs(absl::StatusCode::kNotFound));
+  server.RejectClientCn("exec-a");
+  Answer("exec-b", "exec-b", "");
+  // Several requests refused with the same certificate at once: like client-go, only the first
+  // to get to the plugin runs it; the others retry with what it returned.
+  std::vector<std::thread> threads;
+  std::atomic<int> not_found{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      if (absl::IsNotFound(store->Get(Kind::kNode, {"", "n"}).status())) not_found++;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(not_found.load(), 6);
+  EXPECT_EQ(Runs(), 2);
+  EXPECT_EQ(store->client().stats().cert_rotations.load(), 1);
+  EXPECT_EQ(server.requests().back().client_cn, "exec-b");
+}
+
 TEST_F(ExecCertTest, BadCertificatesAreClearErrors) {
   RestConfig config = PluginConfig("https://127.0.0.1:1");
   auto run = [&] { return RunExecPlugin(*config.exec, config); };

@@ -377,8 +377,8 @@ absl::StatusOr<std::string> RestClient::Credentials(bool after_401, std::uint64_
     // Refresh a little before the expiry the plugin announced, so a request never carries a
     // credential that runs out on the way. An expiry already past makes every request run the
     // plugin, as in client-go.
-    const bool expiring =
-        exec_expiry_ && std::chrono::system_clock::now() + std::chrono::seconds(10) >= *exec_expiry_;
+    const bool expiring = exec_expiry_ && std::chrono::system_clock::now() +
+                                              std::chrono::seconds(10) >= *exec_expiry_;
     // After a 401, only the first request refused with this credential runs the plugin.
     const bool refused = after_401 && serial == exec_serial_;
     if (refused || expiring) {

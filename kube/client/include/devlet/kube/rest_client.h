@@ -3,10 +3,10 @@
 // The kube-apiserver client over libcurl, in two layers:
 //   - RestClient: HTTP to the API server with authentication (bearer token re-read on rotation,
 //     client certificates, exec credential plugins whose token and client certificate are renewed
-//     at expiry and after a 401), TLS verification, a client-side rate limit (token bucket, client-go's
-//     5 QPS / burst 10 by default), retries with exponential backoff on 429 (Retry-After honoured),
-//     5xx and lost connections, and the API's Status objects mapped to absl::Status codes;
-//     JSON bodies as strings; streaming for watches.
+//     at expiry and after a 401), TLS verification, a client-side rate limit (token bucket,
+//     client-go's 5 QPS / burst 10 by default), retries with exponential backoff on 429
+//     (Retry-After honoured), 5xx and lost connections, and the API's Status objects mapped to
+//     absl::Status codes; JSON bodies as strings; streaming for watches.
 //   - ApiServerStore: the ObjectStore of devlet/kube/client.h over RestClient for the typed kinds
 //     (DeviceClass, ResourceSlice, ResourceClaim incl. status, ResourceClaimTemplate,
 //     DeviceTaintRule, Node, Pod), plus JSON merge patch and server-side apply.

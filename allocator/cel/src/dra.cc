@@ -303,13 +303,16 @@ bool DerivedScalarType(const Type& t) {
   }
 }
 
-absl::Status CheckDerivedType(const Type& t) {
+// Lists are allowed with DRAListTypeAttributes and always in the stored-expressions environment
+// (the scheduler's), so that turning the gate off does not break stored claims.
+absl::Status CheckDerivedType(const Type& t, bool allow_lists) {
   if (DerivedScalarType(t)) return absl::OkStatus();
-  if (t.kind() == Type::Kind::kList && DerivedScalarType(t.param0())) return absl::OkStatus();
-  // The stored-expressions environment always allows lists, so this is the text with lists.
+  if (allow_lists && t.kind() == Type::Kind::kList && DerivedScalarType(t.param0())) {
+    return absl::OkStatus();
+  }
   return devlet::InvalidArgument(
-      "must evaluate to a primitive scalar (string, integer, boolean, semver) or a list of these "
-      "scalars, not " + t.DebugString());
+      std::string("must evaluate to a primitive scalar (string, integer, boolean, semver)") +
+      (allow_lists ? " or a list of these scalars" : "") + ", not " + t.DebugString());
 }
 
 EnvironmentOptions DerivedEnvironment(const SelectorOptions& options) {
@@ -438,7 +441,7 @@ absl::StatusOr<Program> CompileDerivedAttribute(std::string_view expression,
   EnvironmentOptions env = DerivedEnvironment(options);
   absl::StatusOr<Program> program = Environment(env).Compile(expression);
   if (program.ok()) {
-    DEVLET_RETURN_IF_ERROR(CheckDerivedType(program->result_type()));
+    DEVLET_RETURN_IF_ERROR(CheckDerivedType(program->result_type(), options.list_type_attributes));
     return program;
   }
   // Kubernetes checks the result type before it instantiates the program, so a wrong type wins
@@ -446,7 +449,9 @@ absl::StatusOr<Program> CompileDerivedAttribute(std::string_view expression,
   if (devlet::Message(program.status()).starts_with(kInstantiationPrefix)) {
     env.constant_conversion_errors_at_compile_time = false;
     absl::StatusOr<Program> typed = Environment(env).Compile(expression);
-    if (typed.ok()) DEVLET_RETURN_IF_ERROR(CheckDerivedType(typed->result_type()));
+    if (typed.ok()) {
+      DEVLET_RETURN_IF_ERROR(CheckDerivedType(typed->result_type(), options.list_type_attributes));
+    }
   }
   return program.status();
 }

@@ -178,7 +178,10 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device,
 // CompileDerivedAttribute compiles the expression of a claim's `derivedAttributes[]` entry in the
 // selector environment (same `device` variable, libraries and literal rules), but instead of a
 // bool it must produce a value that a matchAttribute/distinctAttribute constraint can compare:
-// bool, int, string, semver, dyn, or a list of one of these. Errors (InvalidArgument) read like
+// bool, int, string, semver, dyn, or a list of one of these (lists only with
+// options.list_type_attributes: the default, as in the scheduler's stored-expressions
+// environment; off is the API server's NewExpressions check with DRAListTypeAttributes off, whose
+// text then lacks " or a list of these scalars"). Errors (InvalidArgument) read like
 // Kubernetes' ("compilation failed: ERROR: ...", "must evaluate to a primitive scalar (string,
 // integer, boolean, semver) or a list of these scalars, not double", "program instantiation
 // failed: ..."), in Kubernetes' order: parse/check, then the result type, then instantiation.

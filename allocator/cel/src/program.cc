@@ -799,6 +799,21 @@ bool IsTypeName(std::string_view n) {
   return std::find(std::begin(kNames), std::end(kNames), n) != std::end(kNames);
 }
 
+// The checked type of a type identifier (IsTypeName): type(int), type(list(dyn)), type(type), ...
+Type TypeNameType(std::string_view n) {
+  if (n == "int") return Type::TypeOf(Type::Int());
+  if (n == "uint") return Type::TypeOf(Type::Uint());
+  if (n == "double") return Type::TypeOf(Type::Double());
+  if (n == "bool") return Type::TypeOf(Type::Bool());
+  if (n == "string") return Type::TypeOf(Type::String());
+  if (n == "bytes") return Type::TypeOf(Type::Bytes());
+  if (n == "list") return Type::TypeOf(Type::List(Type::Dyn()));
+  if (n == "map") return Type::TypeOf(Type::Map(Type::Dyn(), Type::Dyn()));
+  if (n == "null_type") return Type::TypeOf(Type::Null());
+  if (n == "optional_type") return Type::TypeOf(Type::Optional(Type::Dyn()));
+  return Type::TypeOf(Type::TypeType());
+}
+
 Type ConstType(const Constant& c) {
   switch (c.kind) {
     case Constant::Kind::kNull: return Type::Null();
@@ -984,7 +999,7 @@ class Planner {
     }
     if (const Type* t = FindDeclared(name)) return PlanVariable(e.offset, name, *t);
     if (IsTypeName(name)) {
-      Planned p = MakeConst(e.offset, Val::TypeName(Keep(name)), 0, Type::TypeType());
+      Planned p = MakeConst(e.offset, Val::TypeName(Keep(name)), 0, TypeNameType(name));
       p.celgo_const = true;
       return p;
     }
@@ -1174,9 +1189,38 @@ class Planner {
       if (QualifiedParts(e, &parts) && parts.size() == 3 && parts[0] == "google" && parts[1] == "protobuf" &&
           (parts[2] == "Timestamp" || parts[2] == "Duration") && FindScope("google") == nullptr &&
           FindDeclared("google") == nullptr) {
-        return MakeConst(e.offset, Val::TypeName(parts[2] == "Timestamp" ? "google.protobuf.Timestamp"
-                                                                         : "google.protobuf.Duration"),
-                         0, Type::TypeType());
+        const bool ts = parts[2] == "Timestamp";
+        Planned p = MakeConst(
+            e.offset, Val::TypeName(ts ? "google.protobuf.Timestamp" : "google.protobuf.Duration"), 0,
+            Type::TypeOf(ts ? Type::Timestamp() : Type::Duration()));
+        p.celgo_const = true;  // a type identifier: cel-go folds calls over it
+        return p;
+      }
+      // The Kubernetes IP and CIDR libraries declare their types, so their names are type values
+      // (the URL, Quantity, Semver and format types are not declared in the DRA environment).
+      // The DRA environment declares the device's type, so `kubernetes.DRADevice` checks as a
+      // type value, but cel-go's planner finds no such type to make the program with.
+      parts.clear();
+      if (QualifiedParts(e, &parts) && parts.size() == 2 && parts[0] == "kubernetes" &&
+          parts[1] == "DRADevice" && FindScope("kubernetes") == nullptr &&
+          FindDeclared("kubernetes") == nullptr && FindDeclared("device") != nullptr &&
+          FindDeclared("device")->kind() == Type::Kind::kDraDevice) {
+        if (instantiation_error_.empty()) {
+          instantiation_error_ = "reference to undefined type: kubernetes.DRADevice";
+        }
+        return MakeConst(e.offset, Val::TypeName("kubernetes.DRADevice"), 0,
+                         Type::TypeOf(Type::DraDevice()));
+      }
+      parts.clear();
+      if (QualifiedParts(e, &parts) && parts.size() == 2 && parts[0] == "net" &&
+          (parts[1] == "IP" || parts[1] == "CIDR") && FindScope("net") == nullptr &&
+          FindDeclared("net") == nullptr &&
+          (options_.libraries & (parts[1] == "IP" ? kIPLibrary : kCIDRLibrary)) != 0) {
+        const bool ip = parts[1] == "IP";
+        Planned p = MakeConst(e.offset, Val::TypeName(ip ? "net.IP" : "net.CIDR"), 0,
+                              Type::TypeOf(ip ? Type::IP() : Type::CIDR()));
+        p.celgo_const = true;  // a type identifier: cel-go folds calls over it
+        return p;
       }
     }
     Planned q;
@@ -1228,6 +1272,9 @@ class Planner {
       Planned f = Plan(*e.args[2]);
       Planned p;
       p.type = t.type == f.type ? t.type : Type::Dyn();
+      // cel-go unifies any two type values, keeping the later one: `c ? int : string` is
+      // type(string).
+      if (t.type.kind() == Type::Kind::kType && f.type.kind() == Type::Kind::kType) p.type = f.type;
       if (t.type.kind() == Type::Kind::kNull) p.type = f.type;
       if (f.type.kind() == Type::Kind::kNull) p.type = t.type;
       p.cost_min = SatAdd(c.cost_min, std::min(t.cost_min, f.cost_min));
@@ -1818,6 +1865,7 @@ class Planner {
     if (def.name == "format.named") return Type::Optional(Type::Format());
     if (def.name == "validate") return Type::Optional(Type::List(Type::String()));
     if (def.name == "getQuery") return Type::Map(Type::String(), Type::List(Type::String()));
+    if (def.name == "type" && args.size() == 1) return Type::TypeOf(args[0].type);
     if (def.result != Type::Kind::kDyn) {
       switch (def.result) {
         case Type::Kind::kBool: return Type::Bool();
@@ -1965,7 +2013,8 @@ class Planner {
     auto param = [](const Type& x, const Type& y) { return x.is_dyn() || y.is_dyn() || SameLiteralType(x, y); };
     switch (a.kind()) {
       case Type::Kind::kList:
-      case Type::Kind::kOptional: return param(a.param0(), b.param0());
+      case Type::Kind::kOptional:
+      case Type::Kind::kType: return param(a.param0(), b.param0());
       case Type::Kind::kMap: return param(a.param0(), b.param0()) && param(a.param1(), b.param1());
       default: return true;
     }

@@ -373,6 +373,12 @@ Type Type::Optional(Type value) {
   t.params_ = std::make_shared<std::vector<Type>>(std::vector<Type>{std::move(value)});
   return t;
 }
+Type Type::TypeOf(Type value) {
+  Type t(Kind::kType);
+  t.params_ = std::make_shared<std::vector<Type>>(std::vector<Type>{std::move(value)});
+  return t;
+}
+
 const Type& Type::param0() const {
   static const Type* dyn = new Type();
   return params_ && !params_->empty() ? (*params_)[0] : *dyn;
@@ -394,12 +400,16 @@ std::string Type::DebugString() const {
     case Kind::kList: return "list(" + param0().DebugString() + ")";
     case Kind::kMap: return "map(" + param0().DebugString() + ", " + param1().DebugString() + ")";
     case Kind::kOptional: return "optional_type(" + param0().DebugString() + ")";
-    case Kind::kType: return "type";
+    case Kind::kType:
+      // cel-go writes the type of `null_type` as type(null).
+      if (params_ == nullptr || params_->empty()) return "type";
+      return "type(" + (param0().kind() == Kind::kNull ? "null" : param0().DebugString()) + ")";
     case Kind::kQuantity: return "kubernetes.Quantity";
     case Kind::kSemver: return "kubernetes.Semver";
     case Kind::kDraDevice: return "kubernetes.DRADevice";
-    case Kind::kTimestamp: return "google.protobuf.Timestamp";
-    case Kind::kDuration: return "google.protobuf.Duration";
+    // cel-go's checker names the well-known types by their CEL names.
+    case Kind::kTimestamp: return "timestamp";
+    case Kind::kDuration: return "duration";
     case Kind::kIP: return "net.IP";
     case Kind::kCIDR: return "net.CIDR";
     case Kind::kFormat: return "kubernetes.NamedFormat";
@@ -411,7 +421,8 @@ bool operator==(const Type& a, const Type& b) {
   if (a.kind_ != b.kind_) return false;
   switch (a.kind_) {
     case Type::Kind::kList:
-    case Type::Kind::kOptional: return a.param0() == b.param0();
+    case Type::Kind::kOptional:
+    case Type::Kind::kType: return a.param0() == b.param0();
     case Type::Kind::kMap: return a.param0() == b.param0() && a.param1() == b.param1();
     default: return true;
   }

@@ -54,6 +54,8 @@ class Type {
   static Type String() { return Type(Kind::kString); }
   static Type Bytes() { return Type(Kind::kBytes); }
   static Type TypeType() { return Type(Kind::kType); }
+  // The type of a type value: `int` and type(1) are type(int), `net.IP` is type(net.IP).
+  static Type TypeOf(Type value);
   static Type Quantity() { return Type(Kind::kQuantity); }
   static Type Semver() { return Type(Kind::kSemver); }
   static Type DraDevice() { return Type(Kind::kDraDevice); }

@@ -12,11 +12,115 @@
 #include <variant>
 #include <vector>
 
+#include "devlet/cel/dra.h"
 #include "devlet/common/flags.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/validation.h"
 
 namespace devlet::allocator {
+
+// ---- CEL cost validation ---------------------------------------------------------------------
+
+namespace {
+
+// The API server's cost limits (k8s.io/kubernetes pkg/apis/resource: CELSelectorExpressionMaxCost
+// and DeviceClaimDerivedAttributeCELMaxCost, both 1,000,000).
+constexpr uint64_t kSelectorMaxCost = cel::dra::kSelectorMaxCost;
+constexpr uint64_t kDerivedAttributesMaxCost = 1'000'000;
+
+// CelCostErrors adds what kube::Validate leaves to the CEL engine: the API server compiles every
+// selector and derived attribute expression of a new object in its NewExpressions environment
+// (following the gates) and forbids those whose estimated worst-case cost exceeds the limit, and
+// claims whose derived attributes together exceed theirs. Expressions that do not compile are
+// left alone here: the allocator reports them, with the scheduler's words.
+class CelCostErrors {
+ public:
+  explicit CelCostErrors(const Features& features) : features_(features) {
+    options_.consumable_capacity = features.consumable_capacity;
+    options_.list_type_attributes = features.list_type_attributes;
+  }
+
+  void Selectors(const std::vector<kube::DeviceSelector>& selectors, const std::string& path) {
+    for (size_t i = 0; i < selectors.size(); ++i) {
+      if (!selectors[i].cel) continue;
+      auto program = cel::dra::CompileSelector(selectors[i].cel->expression, options_);
+      if (program.ok() && program->estimated_cost().max > kSelectorMaxCost) {
+        TooComplex(path + "[" + std::to_string(i) + "].cel.expression");
+      }
+    }
+  }
+
+  void DerivedAttributes(const std::vector<kube::DeviceDerivedAttribute>& derived,
+                         const std::string& path, uint64_t* total) {
+    if (!features_.derived_attributes) return;  // the API server drops the field
+    for (size_t i = 0; i < derived.size(); ++i) {
+      auto program = cel::dra::CompileDerivedAttribute(derived[i].expression, options_);
+      if (!program.ok()) continue;
+      const uint64_t cost = program->estimated_cost().max;
+      if (cost > std::min(kSelectorMaxCost, kDerivedAttributesMaxCost)) {
+        TooComplex(path + "[" + std::to_string(i) + "].expression");
+      }
+      *total = *total > UINT64_MAX - cost ? UINT64_MAX : *total + cost;
+    }
+  }
+
+  void Claim(const kube::ResourceClaimSpec& spec, const std::string& path) {
+    uint64_t total = 0;
+    const auto& requests = spec.devices.requests;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const std::string rp = path + ".devices.requests[" + std::to_string(i) + "]";
+      if (requests[i].exactly) {
+        Selectors(requests[i].exactly->selectors, rp + ".exactly.selectors");
+        DerivedAttributes(requests[i].exactly->derived_attributes,
+                          rp + ".exactly.derivedAttributes", &total);
+      }
+      const auto& subs = requests[i].first_available;
+      for (size_t j = 0; j < subs.size(); ++j) {
+        const std::string sp = rp + ".firstAvailable[" + std::to_string(j) + "]";
+        Selectors(subs[j].selectors, sp + ".selectors");
+        DerivedAttributes(subs[j].derived_attributes, sp + ".derivedAttributes", &total);
+      }
+    }
+    if (total > kDerivedAttributesMaxCost) {
+      errors_.push_back({kube::FieldError::Type::kForbidden, path + ".devices", "",
+                         "too complex, total cost of derived attribute CEL expressions in the "
+                         "claim exceeds cost limit"});
+    }
+  }
+
+  kube::FieldErrors& errors() { return errors_; }
+
+ private:
+  void TooComplex(std::string field) {
+    errors_.push_back(
+        {kube::FieldError::Type::kForbidden, std::move(field), "", "too complex, exceeds cost limit"});
+  }
+
+  const Features& features_;
+  cel::dra::SelectorOptions options_;
+  kube::FieldErrors errors_;
+};
+
+// ValidateWithCel is kube::Validate plus the CEL cost checks. The cost errors follow the other
+// errors of the object (the API server interleaves them in field order; with both kinds present
+// the list order may differ from its).
+absl::Status ValidateWithCel(const kube::Object& object, const Features& features) {
+  kube::FieldErrors errors = kube::ValidateObject(object);
+  CelCostErrors cel(features);
+  if (const auto* c = std::get_if<kube::DeviceClass>(&object)) {
+    cel.Selectors(c->spec.selectors, "spec.selectors");
+  } else if (const auto* claim = std::get_if<kube::ResourceClaim>(&object)) {
+    cel.Claim(claim->spec, "spec");
+  } else if (const auto* t = std::get_if<kube::ResourceClaimTemplate>(&object)) {
+    cel.Claim(t->spec.spec, "spec.spec");
+  }
+  errors.insert(errors.end(), cel.errors().begin(), cel.errors().end());
+  std::string kind(kube::KindOf(object));
+  if (kube::ApiVersionOf(object) != "v1") kind += "." + std::string(kube::kResourceGroup);
+  return kube::ToStatus(errors, kind, kube::MetadataOf(object).name);
+}
+
+}  // namespace
 
 // ---- Scenario ----------------------------------------------------------------------------
 
@@ -28,7 +132,7 @@ absl::StatusOr<Scenario> Scenario::FromObjects(std::vector<kube::Object> objects
   Scenario scenario;
   std::set<std::string> class_names, slice_names, claim_names, node_names;
   for (kube::Object& object : objects) {
-    if (validate) DEVLET_RETURN_IF_ERROR(kube::Validate(object));
+    if (validate) DEVLET_RETURN_IF_ERROR(ValidateWithCel(object, features));
     const std::string what = kube::Describe(object);
     if (auto* c = std::get_if<kube::DeviceClass>(&object)) {
       if (!class_names.insert(c->metadata.name).second) {

@@ -108,3 +108,15 @@ expect(selector-syntax-error 2 "^$" "claim default/broken: selector #0: CEL comp
        ARGS -f ${C} -f ${CASES}/selector-syntax-error.yaml --node node-a)
 expect(no-pending-claims 2 "^$" "no ResourceClaim without status.allocation"
        ARGS -f ${C} --node node-a)
+# CEL cost limits as the API server applies them at creation (estimated worst case > 1,000,000).
+expect(too-complex-selector 2 "^$" "ResourceClaim.resource.k8s.io \"costly\" is invalid: spec.devices.requests\\[0\\].exactly.selectors\\[0\\].cel.expression: Forbidden: too complex, exceeds cost limit"
+       ARGS -f ${C} -f ${CASES}/too-complex-selector.yaml --node node-a)
+expect(too-complex-derived 2 "^$" "\"costly-derived\" is invalid: \\[spec.devices.requests\\[0\\].exactly.derivedAttributes\\[0\\].expression: Forbidden: too complex, exceeds cost limit, spec.devices: Forbidden: too complex, total cost of derived attribute CEL expressions in the claim exceeds cost limit\\]"
+       ARGS -f ${C} -f ${CASES}/too-complex-derived.yaml --node node-a --feature-gates DRADerivedAttributes=true)
+expect(too-complex-derived-total 2 "^$" "\"costly-total\" is invalid: spec.devices: Forbidden: too complex, total cost of derived attribute CEL expressions in the claim exceeds cost limit"
+       ARGS -f ${C} -f ${CASES}/too-complex-derived-total.yaml --node node-a --feature-gates DRADerivedAttributes=true)
+# Derived attributes (DRADerivedAttributes): allocated with the gate, an error without it.
+expect(derived-attributes 0 "\"device\": \"gpu-0\".*\"device\": \"gpu-2\"" ""
+       ARGS -f ${C} -f ${CASES}/derived-numa.yaml --node node-a --feature-gates DRADerivedAttributes=true)
+expect(derived-attributes-disabled 2 "^$" "request gpus: cannot handle request with derived attributes, the feature is disabled"
+       ARGS -f ${C} -f ${CASES}/derived-numa.yaml --node node-a)

@@ -30,8 +30,8 @@ struct Features {
   bool extended_resource = true;          // DRAExtendedResource
   bool list_type_attributes = false;      // DRAListTypeAttributes (alpha)
   bool fractional_capacity_range = true;  // DRAFractionalCapacityRange
-  bool derived_attributes = false;        // DRADerivedAttributes (alpha; not implemented)
-  bool compatibility_groups = false;      // DRADeviceCompatibilityGroups (alpha; not implemented)
+  bool derived_attributes = false;        // DRADerivedAttributes (alpha)
+  bool compatibility_groups = false;      // DRADeviceCompatibilityGroups (alpha)
 
   // Binding conditions need both gates (upstream's DeviceBindingAndStatus).
   bool binding_and_status() const {

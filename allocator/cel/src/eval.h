@@ -96,9 +96,6 @@ inline uint64_t CostOf(double factor, uint64_t size) {
   return static_cast<uint64_t>(std::ceil(factor * static_cast<double>(size)));
 }
 
-// Size for cost purposes (string: bytes; list/map: entries; others 1).
-uint64_t CostSize(const Val& v);
-
 // A plan node. Eval never throws; errors are error Vals.
 class Node {
  public:

@@ -1,5 +1,5 @@
-// Planning (resolution, light type checking, cost estimation, constant folding, DRA fast paths)
-// and the plan nodes of the tree-walking evaluator.
+// Planning (resolution, light type checking, constant folding, DRA fast paths) and the plan nodes
+// of the tree-walking evaluator; the estimated cost is estimate.cc's, from the checked types.
 #include "program.h"
 
 #include <algorithm>
@@ -15,23 +15,6 @@
 
 namespace devlet::cel::internal {
 namespace {
-
-// ---- Saturating estimate arithmetic --------------------------------------------------------
-
-constexpr uint64_t kMaxU = std::numeric_limits<uint64_t>::max();
-uint64_t SatAdd(uint64_t a, uint64_t b) { return a > kMaxU - b ? kMaxU : a + b; }
-uint64_t SatMul(uint64_t a, uint64_t b) {
-  if (a == 0 || b == 0) return 0;
-  return a > kMaxU / b ? kMaxU : a * b;
-}
-uint64_t CeilMul(double f, uint64_t size) {
-  if (size == kMaxU) return kMaxU;
-  return CostOf(f, size);
-}
-
-// DRA size limits used by the estimator (research §3.5).
-constexpr uint64_t kDomainLen = 63, kIdLen = 32, kDriverLen = 63, kAttrLen = 64, kMapEntries = 32;
-constexpr uint64_t kListAttrLen = 64;
 
 // ---- Nodes ---------------------------------------------------------------------------------
 
@@ -771,10 +754,6 @@ class ComprehensionNode final : public Node {
 struct Planned {
   NodePtr node;
   Type type;
-  uint64_t cost_min = 0, cost_max = 0;
-  uint64_t size_min = 0, size_max = 1;  // string length / list or map entries; 1 for scalars
-  uint64_t elem_size = kMaxU;           // max size of list elements / map values
-  uint64_t key_size = kMaxU;            // max size of map keys
   enum class Dra : unsigned char { kNone, kDevice, kAttributes, kCapacity, kDomain } dra = Dra::kNone;
   // cel-go's planner sees a constant (InterpretableConst): a literal, a type name, a list or map
   // literal of such constants, or a conversion of one (OptOptimize). Only these cost nothing at
@@ -787,9 +766,6 @@ struct ScopeVar {
   std::string name;
   uint32_t slot;
   Type type;
-  uint64_t size;
-  uint64_t elem_size;
-  uint64_t key_size;
 };
 
 bool IsTypeName(std::string_view n) {
@@ -915,15 +891,6 @@ class Planner {
     if (v.kind == VK::kList) v.sub = kConstantList;
     Planned p;
     p.type = std::move(type);
-    p.cost_min = p.cost_max = cost;
-    p.size_min = p.size_max = CostSize(v);
-    if (v.kind == VK::kList || v.kind == VK::kMap) {
-      uint64_t es = 0;
-      for (uint32_t i = 0; i < v.n; ++i) {
-        es = std::max(es, CostSize(v.kind == VK::kList ? v.l->data[i] : v.m->vals[i]));
-      }
-      p.elem_size = es;
-    }
     p.node = std::make_unique<ConstNode>(offset, v, cost);
     return p;
   }
@@ -968,16 +935,10 @@ class Planner {
   Planned PlanVariable(int32_t offset, const std::string& name, const Type& type) {
     Planned p;
     p.type = type;
-    p.cost_min = p.cost_max = 1;
-    p.size_max = kMaxU;
     if (type.kind() == Type::Kind::kDraDevice) {
       p.node = std::make_unique<DeviceVarNode>(offset);
       p.dra = Planned::Dra::kDevice;
-      p.size_max = 1;
       return p;
-    }
-    if (IsConcreteScalar(type) && type.kind() != Type::Kind::kString && type.kind() != Type::Kind::kBytes) {
-      p.size_max = 1;
     }
     p.node = std::make_unique<VarNode>(offset, VarIndex(name), name);
     return p;
@@ -989,11 +950,6 @@ class Planner {
     if (const ScopeVar* s = FindScope(name); s != nullptr && e.name[0] != '.') {
       Planned p;
       p.type = s->type;
-      p.cost_min = p.cost_max = 1;
-      p.size_min = 0;
-      p.size_max = s->size;
-      p.elem_size = s->elem_size;
-      p.key_size = s->key_size;
       p.node = std::make_unique<SlotNode>(e.offset, s->slot);
       return p;
     }
@@ -1049,9 +1005,6 @@ class Planner {
       }
       out->node = std::make_unique<QualifiedVarNode>(e.offset, std::move(candidates), std::move(fields));
       out->type = Type::Dyn();
-      out->cost_min = 1;
-      out->cost_max = parts.size();
-      out->size_max = kMaxU;
       return parts.size();
     }
     return 0;
@@ -1065,9 +1018,6 @@ class Planner {
   // Plans `operand.field` given the planned operand.
   Planned SelectOn(int32_t offset, Planned op, const std::string& field) {
     Planned p;
-    p.cost_min = SatAdd(op.cost_min, 1);
-    p.cost_max = SatAdd(op.cost_max, 1);
-    p.size_max = kMaxU;
     switch (op.dra) {
       case Planned::Dra::kDevice: {
         if (!IsDeviceField(field)) {
@@ -1077,7 +1027,6 @@ class Planner {
         }
         if (field == "driver") {
           p.type = Type::String();
-          p.size_max = kDriverLen;
           p.node = dynamic_cast<DeviceVarNode*>(op.node.get()) != nullptr
                        ? NodePtr(std::make_unique<DriverNode>(offset))
                        : NodePtr(std::make_unique<SelectNode>(offset, std::move(op.node), field));
@@ -1085,14 +1034,10 @@ class Planner {
         }
         if (field == "allowMultipleAllocations") {
           p.type = Type::Bool();
-          p.size_max = 1;
         } else {
           p.dra = field == "capacity" ? Planned::Dra::kCapacity : Planned::Dra::kAttributes;
           p.type = Type::Map(Type::String(),
                              Type::Map(Type::String(), field == "capacity" ? Type::Quantity() : Type::Dyn()));
-          p.size_max = kMapEntries;
-          p.key_size = kDomainLen;
-          p.elem_size = kMapEntries;
         }
         p.node = std::make_unique<SelectNode>(offset, std::move(op.node), field);
         return p;
@@ -1108,7 +1053,6 @@ class Planner {
     const Type& t = op.type;
     if (t.kind() == Type::Kind::kMap) {
       p.type = t.param1();
-      p.size_max = op.elem_size;
     } else if (t.kind() == Type::Kind::kDyn || t.kind() == Type::Kind::kOptional) {
       p.type = t.kind() == Type::Kind::kOptional ? Type::Optional(Type::Dyn()) : Type::Dyn();
     } else if (options_.type_check) {
@@ -1122,12 +1066,7 @@ class Planner {
   Planned DomainOf(int32_t offset, Planned op, Val key, NodePtr key_node) {
     Planned p;
     const bool capacity = op.dra == Planned::Dra::kCapacity;
-    p.cost_min = SatAdd(op.cost_min, 1);
-    p.cost_max = SatAdd(op.cost_max, 1);
     p.type = Type::Map(Type::String(), capacity ? Type::Quantity() : Type::Dyn());
-    p.size_max = kMapEntries;
-    p.key_size = kIdLen;
-    p.elem_size = capacity ? 1 : kAttrLen;
     p.dra = Planned::Dra::kDomain;
     p.dra_capacity = capacity;
     const bool direct = key_node == nullptr || key_node->constant() != nullptr;
@@ -1145,11 +1084,7 @@ class Planner {
 
   Planned AttrOf(int32_t offset, Planned op, Val key, NodePtr key_node) {
     Planned p;
-    p.cost_min = SatAdd(op.cost_min, 1);
-    p.cost_max = SatAdd(op.cost_max, 1);
     p.type = op.dra_capacity ? Type::Quantity() : Type::Dyn();
-    p.size_max = op.dra_capacity ? 1 : kAttrLen;
-    p.elem_size = kAttrLen;
     const bool direct = key_node == nullptr || key_node->constant() != nullptr;
     if (auto* dom = dynamic_cast<DomainNode*>(op.node.get()); dom != nullptr && direct &&
                                                               key.kind == VK::kString) {
@@ -1175,8 +1110,6 @@ class Planner {
       Planned op = Plan(*e.operand);
       Planned p;
       p.type = Type::Bool();
-      p.cost_min = op.cost_min;
-      p.cost_max = op.cost_max;
       if (op.type.kind() == Type::Kind::kDraDevice && options_.type_check &&
           !IsDeviceField(e.name)) {
         Error(e.offset, "undefined field '" + e.name + "'");
@@ -1259,8 +1192,6 @@ class Planner {
       Planned b = Plan(*e.args[1]);
       Planned p;
       p.type = Type::Bool();
-      p.cost_min = a.cost_min;
-      p.cost_max = SatAdd(a.cost_max, b.cost_max);
       CheckBoolOperand(a, e.args[0]->offset, fn);
       CheckBoolOperand(b, e.args[1]->offset, fn);
       p.node = std::make_unique<AndNode>(e.offset, std::move(a.node), std::move(b.node), fn == "_&&_");
@@ -1277,11 +1208,6 @@ class Planner {
       if (t.type.kind() == Type::Kind::kType && f.type.kind() == Type::Kind::kType) p.type = f.type;
       if (t.type.kind() == Type::Kind::kNull) p.type = f.type;
       if (f.type.kind() == Type::Kind::kNull) p.type = t.type;
-      p.cost_min = SatAdd(c.cost_min, std::min(t.cost_min, f.cost_min));
-      p.cost_max = SatAdd(c.cost_max, std::max(t.cost_max, f.cost_max));
-      p.size_max = std::max(t.size_max, f.size_max);
-      p.elem_size = std::max(t.elem_size, f.elem_size);
-      p.key_size = std::max(t.key_size, f.key_size);
       CheckBoolOperand(c, e.args[0]->offset, fn);
       p.node = std::make_unique<CondNode>(e.offset, std::move(c.node), std::move(t.node), std::move(f.node));
       return FoldIfConst(std::move(p), e.offset);
@@ -1290,8 +1216,6 @@ class Planner {
       Planned a = Plan(*e.args[0]);
       Planned p;
       p.type = Type::Bool();
-      p.cost_min = SatAdd(a.cost_min, 1);
-      p.cost_max = SatAdd(a.cost_max, 1);
       p.node = std::make_unique<NotStrictlyFalseNode>(e.offset, std::move(a.node));
       return p;
     }
@@ -1300,10 +1224,6 @@ class Planner {
       Planned op = Plan(*e.args[0]);
       Planned p;
       p.type = Type::Optional(Type::Dyn());
-      p.cost_min = SatAdd(op.cost_min, 1);
-      p.cost_max = SatAdd(op.cost_max, 1);
-      p.size_max = kMaxU;
-      if (op.dra == Planned::Dra::kDomain) p.size_max = op.elem_size;
       if (op.type.kind() == Type::Kind::kMap) p.type = Type::Optional(op.type.param1());
       p.node = std::make_unique<OptSelectNode>(e.offset, std::move(op.node), e.args[1]->constant.s);
       return p;
@@ -1314,9 +1234,6 @@ class Planner {
       Planned a = Plan(*e.args[0]);
       Planned p;
       p.type = fn == "or" ? t.type : (t.type.kind() == Type::Kind::kOptional ? t.type.param0() : Type::Dyn());
-      p.cost_min = SatAdd(t.cost_min, 1);
-      p.cost_max = SatAdd(SatAdd(t.cost_max, a.cost_max), 1);
-      p.size_max = std::max(t.size_max, a.size_max);
       p.node = std::make_unique<OptOrNode>(e.offset, std::move(t.node), std::move(a.node), fn == "orValue");
       return p;
     }
@@ -1360,12 +1277,7 @@ class Planner {
     }
     Planned text = Plan(e.operand ? *e.operand : *e.args[0]);
     NodePtr limit;
-    uint64_t limit_cost = 0;
-    if (e.operand && e.args.size() == 2) {
-      Planned l = Plan(*e.args[1]);
-      limit_cost = l.cost_max;
-      limit = std::move(l.node);
-    }
+    if (e.operand && e.args.size() == 2) limit = Plan(*e.args[1]).node;
     Planned p;
     RegexNode::Op op = e.name == "matches" ? RegexNode::Op::kMatches
                        : e.name == "find"  ? RegexNode::Op::kFind
@@ -1373,11 +1285,6 @@ class Planner {
     p.type = op == RegexNode::Op::kMatches ? Type::Bool()
              : op == RegexNode::Op::kFind  ? Type::String()
                                            : Type::List(Type::String());
-    const uint64_t call = SatMul(CeilMul(0.1, SatAdd(text.size_max, 1)), CostOf(0.25, pattern.size()));
-    p.cost_min = SatAdd(text.cost_min, 1);
-    p.cost_max = SatAdd(SatAdd(text.cost_max, limit_cost), std::max<uint64_t>(call, 1));
-    p.size_max = text.size_max;
-    p.elem_size = text.size_max;
     p.node = std::make_unique<RegexNode>(e.offset, op, std::move(text.node), re, pattern.size(), std::move(limit));
     program_.keep_alive.push_back(re);
     return FoldIfConst(std::move(p), e.offset);
@@ -1391,17 +1298,12 @@ class Planner {
       Planned k = Plan(key_expr);
       const Val* kc = k.node->constant();
       const Val key = kc ? *kc : Val();
-      const uint64_t kcost = k.cost_max;
       Planned p = op.dra == Planned::Dra::kDomain ? AttrOf(e.offset, std::move(op), key, std::move(k.node))
                                                   : DomainOf(e.offset, std::move(op), key, std::move(k.node));
-      p.cost_max = SatAdd(p.cost_max, kcost);
       return p;
     }
     Planned k = Plan(key_expr);
     Planned p;
-    p.cost_min = SatAdd(SatAdd(op.cost_min, k.cost_min), 1);
-    p.cost_max = SatAdd(SatAdd(op.cost_max, k.cost_max), 1);
-    p.size_max = op.elem_size;
     const Type& t = op.type;
     Type elem = Type::Dyn();
     if (t.kind() == Type::Kind::kList) {
@@ -1461,7 +1363,6 @@ class Planner {
     // nothing at runtime; other constant calls are folded here only for speed and keep their cost.
     const bool celgo_folds = literal_args;
     Planned c = MakeConst(offset, v, celgo_folds ? 0 : ctx.cost, p.type);
-    c.cost_min = std::min(c.cost_min, p.cost_min);
     c.celgo_const = celgo_folds;
     return c;
   }
@@ -1529,7 +1430,6 @@ class Planner {
       synthetic.result = resolved;
       p.type = ResultType(synthetic, args);
     }
-    EstimateCall(name, args, &p);
     CallShape shape = ShapeOf(name, args);
     if (name == "@in" && args.size() == 2 && args[1].celgo_const && args[1].node->constant() != nullptr &&
         args[1].node->constant()->kind == VK::kList) {
@@ -1543,8 +1443,6 @@ class Planner {
       if (shape.set_lookup && list.n == 0) {
         // cel-go plans `x in []` as the constant false: x is never evaluated.
         Planned f = MakeConst(e.offset, Val::Bool(false), 0, Type::Bool());
-        f.cost_min = SatAdd(args[0].cost_min, args[1].cost_min);
-        f.cost_max = SatAdd(SatAdd(args[0].cost_max, args[1].cost_max), 1);
         f.celgo_const = true;
         return f;
       }
@@ -1914,94 +1812,6 @@ class Planner {
     return Type::Dyn();
   }
 
-  // Compile-time cost of a call (research §3.5 and cel-go's estimator).
-  void EstimateCall(const std::string& name, const std::vector<Planned>& args, Planned* p) {
-    uint64_t amin = 0, amax = 0;
-    for (const Planned& a : args) {
-      amin = SatAdd(amin, a.cost_min);
-      amax = SatAdd(amax, a.cost_max);
-    }
-    uint64_t call_max = 1, call_min = 1;
-    auto size = [&](size_t i) { return i < args.size() ? args[i].size_max : 1; };
-    const std::string_view n = name;
-    if (n == "_==_" || n == "_!=_") {
-      call_max = CeilMul(0.1, std::min(size(0), size(1)));
-      call_min = 0;
-    } else if (n == "@in") {
-      call_max = args.size() == 2 && (args[1].type.kind() == Type::Kind::kMap || args[1].dra != Planned::Dra::kNone)
-                     ? 1
-                     : size(1);
-      call_min = 1;
-    } else if (n == "startsWith" || n == "endsWith") {
-      call_max = std::max(SatAdd(1, CeilMul(0.1, size(1))), CeilMul(0.1, size(0)));
-    } else if (n == "matches" || n == "find" || n == "findAll") {
-      call_max = std::max<uint64_t>(1, SatMul(CeilMul(0.1, SatAdd(size(0), 1)), CeilMul(0.25, size(1))));
-    } else if (n == "replace") {
-      call_max = std::max<uint64_t>(1, CeilMul(0.2, size(0)));
-      p->size_max = kMaxU;
-    } else if (n == "join") {
-      const uint64_t elems = args.empty() ? kMaxU : SatMul(size(0), args[0].elem_size);
-      const uint64_t seps = args.size() > 1 ? SatMul(size(0), size(1)) : 0;
-      call_max = std::max<uint64_t>(1, CeilMul(0.2, SatAdd(elems, seps)));
-      p->size_max = SatAdd(elems, seps);
-    } else if (n == "contains") {
-      call_max = std::max<uint64_t>(1, SatMul(CeilMul(0.1, size(0)), CeilMul(0.1, size(1))));
-    } else if (n == "split") {
-      call_max = CeilMul(0.2, size(0));
-      call_min = 0;
-      p->size_max = size(0);
-      p->elem_size = size(0);
-    } else if (n == "quantity" || n == "semver" || n == "isQuantity" || n == "isSemver" ||
-               n == "ip" || n == "isIP" || n == "cidr" || n == "isCIDR") {
-      call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
-    } else if (n == "ip.isCanonical") {
-      call_max = std::max<uint64_t>(1, CeilMul(0.2, size(0)));
-    } else if (n == "includes") {
-      call_max = 48;
-    } else if ((n == "indexOf" || n == "lastIndexOf") && !args.empty() &&
-               args[0].type.kind() != Type::Kind::kString) {
-      call_max = std::max<uint64_t>(1, SatMul(size(0), SatAdd(1, CeilMul(0.1, args[0].elem_size))));
-    } else if (n == "string" || n == "bytes" || n == "lowerAscii" || n == "upperAscii" || n == "trim" ||
-               n == "substring" || n == "charAt" || n == "indexOf" ||
-               n == "lastIndexOf" || n == "strings.quote" || n == "format") {
-      call_max = std::max<uint64_t>(1, CeilMul(0.1, size(0)));
-      p->size_max = n == "format" || n == "strings.quote" ? kMaxU : size(0);
-    } else if (n == "size" || n == "hasValue" || n == "value") {
-      call_max = 1;
-      if (n == "value") p->size_max = size(0);
-    } else if (n == "_+_") {
-      p->size_max = SatAdd(size(0), size(1));
-      auto texty = [](const Type& t) {
-        return t.is_dyn() || t.kind() == Type::Kind::kString || t.kind() == Type::Kind::kBytes;
-      };
-      if (args.size() == 2 && texty(args[0].type) && texty(args[1].type)) {
-        call_max = std::max<uint64_t>(1, CeilMul(0.1, SatAdd(size(0), size(1))));
-      }
-      if (args.size() == 2) {
-        p->elem_size = std::max(args[0].elem_size == kMaxU && args[0].size_max == 0 ? 0 : args[0].elem_size,
-                                args[1].elem_size);
-        if (args[0].type.kind() == Type::Kind::kList && args[0].size_min == 0 && args[0].size_max == 0) {
-          p->elem_size = args[1].elem_size;
-        }
-      }
-    } else if (n == "sum" || n == "min" || n == "max" || n == "isSorted") {
-      call_max = std::max<uint64_t>(1, SatMul(size(0), SatAdd(1, CeilMul(0.1, args.empty() ? 1 : args[0].elem_size))));
-      p->size_max = args.empty() ? kMaxU : args[0].elem_size;
-    } else if (n == "distinct" ||
-               n == "sort" || n == "reverse" || n == "flatten" || n == "sets.contains" ||
-               n == "sets.equivalent" || n == "sets.intersects" || n == "@sortByAssociatedKeys") {
-      call_max = std::max<uint64_t>(1, SatMul(size(0), n.substr(0, 5) == "sets." ? size(1) : 1));
-      p->size_max = size(0);
-      if (!args.empty()) p->elem_size = args[0].elem_size;
-    } else if (n == "lists.range") {
-      call_max = 1;
-    } else if (n == "isGreaterThan" || n == "isLessThan" || n == "compareTo" || n == "add" || n == "sub") {
-      call_max = 1;
-    }
-    p->cost_min = SatAdd(amin, call_min);
-    p->cost_max = SatAdd(amax, call_max);
-  }
-
   // ---- Literals --------------------------------------------------------------------------
 
   // The type used for homogeneity checks: optional entries unwrap.
@@ -2106,16 +1916,11 @@ class Planner {
     std::vector<NodePtr> nodes;
     std::vector<std::pair<Type, int32_t>> types;
     Planned p;
-    p.cost_min = p.cost_max = 10;
-    uint64_t elem_size = 0;
     bool all_const = true;
     bool celgo_const = true;
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
       celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i];
-      p.cost_min = SatAdd(p.cost_min, a.cost_min);
-      p.cost_max = SatAdd(p.cost_max, a.cost_max);
-      elem_size = std::max(elem_size, a.size_max);
       Type t = a.type;
       if (e.optional_entries[i]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
       types.emplace_back(t, e.args[i]->offset);
@@ -2136,8 +1941,6 @@ class Planner {
       }
     }
     p.type = Type::List(elem);
-    p.size_min = p.size_max = e.args.size();
-    p.elem_size = elem_size;
     p.node = std::make_unique<ListNode>(e.offset, std::move(nodes), e.optional_entries);
     if (all_const) {
       // A constant list is built once. cel-go folds it too when its elements are its constants
@@ -2149,9 +1952,6 @@ class Planner {
     ctx.nan_ordering_errors = options_.nan_ordering_errors;
       Val v = p.node->Eval(ctx);
       Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
-      c.elem_size = elem_size;
-      c.cost_min = p.cost_min;
-      c.cost_max = p.cost_max;
       c.celgo_const = celgo_const;
       return c;
     }
@@ -2163,23 +1963,17 @@ class Planner {
     std::vector<NodePtr> nodes;
     std::vector<std::pair<Type, int32_t>> ktypes, vtypes;
     Planned p;
-    p.cost_min = p.cost_max = 30;
-    uint64_t vsize = 0, ksize = 0;
     bool all_const = true;
     bool celgo_const = true;
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
       celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i / 2];
-      p.cost_min = SatAdd(p.cost_min, a.cost_min);
-      p.cost_max = SatAdd(p.cost_max, a.cost_max);
       all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i / 2];
       Type t = a.type;
       if (i % 2 == 1) {
-        vsize = std::max(vsize, a.size_max);
         if (e.optional_entries[i / 2]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
         vtypes.emplace_back(t, e.args[i]->offset);
       } else {
-        ksize = std::max(ksize, a.size_max);
         if (options_.type_check && IsConcreteScalar(t) &&
             (t.kind() == Type::Kind::kDouble || t.kind() == Type::Kind::kNull || t.kind() == Type::Kind::kBytes)) {
           Error(e.args[i]->offset, "unsupported map key type: " + t.DebugString());
@@ -2199,9 +1993,6 @@ class Planner {
       return t;
     };
     p.type = Type::Map(common(ktypes), common(vtypes));
-    p.size_min = p.size_max = e.args.size() / 2;
-    p.elem_size = vsize;
-    p.key_size = ksize;
     p.node = std::make_unique<MapNode>(e.offset, std::move(nodes), e.optional_entries);
     if (all_const) {
       // Constant map literals are built once (cel-go's OptOptimize); a failure (repeated key) stays
@@ -2212,11 +2003,7 @@ class Planner {
     ctx.nan_ordering_errors = options_.nan_ordering_errors;
       if (const Val v = p.node->Eval(ctx); v.kind == VK::kMap) {
         Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
-        c.cost_min = p.cost_min;
-      c.cost_max = p.cost_max;
         c.celgo_const = celgo_const;
-        c.elem_size = vsize;
-        c.key_size = ksize;
         return c;
       }
     }
@@ -2231,46 +2018,33 @@ class Planner {
     const bool two = !e.iter_var2.empty();
     // Iteration variable types.
     Type it1 = Type::Dyn(), it2 = Type::Dyn();
-    uint64_t it1_size = kMaxU, it2_size = kMaxU;
     const Type& rt = range.type;
     const bool is_map = rt.kind() == Type::Kind::kMap;
     if (rt.kind() == Type::Kind::kList) {
       if (two) {
         it1 = Type::Int();
-        it1_size = 1;
         it2 = rt.param0();
-        it2_size = range.elem_size;
       } else {
         it1 = rt.param0();
-        it1_size = range.elem_size;
       }
     } else if (is_map) {
       it1 = rt.param0();
-      it1_size = range.key_size;
       it2 = rt.param1();
-      it2_size = range.elem_size;
-    } else if (rt.kind() == Type::Kind::kDyn) {
-      it1_size = range.dra != Planned::Dra::kNone || range.size_max != kMaxU ? kAttrLen : kMaxU;
-      it2_size = it1_size;
     } else if (options_.type_check && rt.kind() != Type::Kind::kDyn) {
       Error(e.iter_range->offset, "expression of type '" + rt.DebugString() +
                                       "' cannot be range of a comprehension (must be list, map, or dynamic)");
-    }
-    uint64_t iterations = range.size_max;
-    if (rt.kind() == Type::Kind::kDyn && range.dra == Planned::Dra::kNone && range.size_max == kAttrLen) {
-      iterations = kListAttrLen;
     }
     const size_t scope_mark = scope_.size();
     const uint32_t slot_mark = next_slot_;
     const uint32_t accu_slot = next_slot_++;
     Type accu_type = init.type;
-    scope_.push_back({e.accu_var, accu_slot, accu_type, kMaxU, kMaxU, kMaxU});
+    scope_.push_back({e.accu_var, accu_slot, accu_type});
     const uint32_t iter_slot = next_slot_++;
-    scope_.push_back({e.iter_var, iter_slot, it1, it1_size, kMaxU, kMaxU});
+    scope_.push_back({e.iter_var, iter_slot, it1});
     int32_t iter2_slot = -1;
     if (two) {
       iter2_slot = static_cast<int32_t>(next_slot_++);
-      scope_.push_back({e.iter_var2, static_cast<uint32_t>(iter2_slot), it2, it2_size, kMaxU, kMaxU});
+      scope_.push_back({e.iter_var2, static_cast<uint32_t>(iter2_slot), it2});
     }
     max_slots_ = std::max(max_slots_, next_slot_);
     Planned cond = Plan(*e.loop_cond);
@@ -2295,18 +2069,11 @@ class Planner {
     }
     scope_.resize(scope_mark + 1);
     scope_.back().type = accu_type;
-    scope_.back().size = step.size_max == kMaxU ? kMaxU : SatMul(iterations, std::max<uint64_t>(step.size_max, 1));
-    scope_.back().elem_size = step.elem_size;
     Planned result = Plan(*e.result);
     scope_.resize(scope_mark);
     next_slot_ = slot_mark;
     Planned p;
     p.type = result.type;
-    p.cost_min = SatAdd(SatAdd(range.cost_min, init.cost_min), result.cost_min);
-    p.cost_max = SatAdd(SatAdd(SatAdd(range.cost_max, init.cost_max), result.cost_max),
-                        SatMul(iterations, SatAdd(cond.cost_max, step.cost_max)));
-    p.size_max = result.size_max;
-    p.elem_size = result.elem_size;
     p.node = std::make_unique<ComprehensionNode>(e.offset, std::move(range.node), std::move(init.node),
                                                  std::move(cond.node), std::move(step.node),
                                                  std::move(result.node), iter_slot, iter2_slot, accu_slot);

@@ -126,16 +126,6 @@ Val Ctx::Append(const Val& list, const Val* elems, uint32_t n) {
   return r;
 }
 
-uint64_t CostSize(const Val& v) {
-  switch (v.kind) {
-    case VK::kString:
-    case VK::kBytes: return v.n;
-    case VK::kList:
-    case VK::kMap: return v.n;
-    default: return 1;
-  }
-}
-
 // ---- Equality and ordering -----------------------------------------------------------------
 
 namespace {

@@ -10,9 +10,13 @@ pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 target_sources(devlet_kube_client PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/src/rest_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/src/rest_store.cc
-  ${CMAKE_CURRENT_LIST_DIR}/src/kubeconfig.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/src/kubeconfig.cc
+  ${CMAKE_CURRENT_LIST_DIR}/src/curl_loader.cc)
+# libcurl is opened with dlopen on first use (src/curl_loader.cc): only its headers at build time,
+# so binaries that never talk to an API server do not load it and its ~25 dependencies.
+target_include_directories(devlet_kube_client PRIVATE ${CURL_INCLUDE_DIRS})
 target_link_libraries(devlet_kube_client PRIVATE
-  PkgConfig::CURL PkgConfig::LIBCRYPTO nlohmann_json::nlohmann_json yaml-cpp)
+  ${CMAKE_DL_LIBS} PkgConfig::LIBCRYPTO nlohmann_json::nlohmann_json yaml-cpp)
 
 if(DEVLET_BUILD_TESTS)
   pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "curl_loader.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/rest_client.h"
 
@@ -100,6 +101,12 @@ std::chrono::nanoseconds RateLimiter::Wait() {
 namespace {
 
 std::once_flag curl_init_once;
+
+// CurlInitFailed is the error when no curl handle can be made.
+absl::Status CurlInitFailed() {
+  const std::string why = internal::CurlLoadError();
+  return why.empty() ? Internal("curl_easy_init failed") : FailedPrecondition(why);
+}
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -290,6 +297,8 @@ RestClient::~RestClient() = default;
 
 absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config) {
   std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  // libcurl is loaded on first use (curl_loader.cc): a missing one is reported here, once.
+  if (std::string why = internal::CurlLoadError(); !why.empty()) return FailedPrecondition(why);
   while (!config.server.empty() && config.server.back() == '/') config.server.pop_back();
   if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0) {
     return InvalidArgument("API server URL \"" + config.server +
@@ -530,7 +539,7 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
     Transfer transfer;
     long code = 0;
     Lease lease = impl_->Acquire();
-    if (lease.curl == nullptr) return Internal("curl_easy_init failed");
+    if (lease.curl == nullptr) return CurlInitFailed();
     const CURLcode rc = Perform(lease, config_, *impl_, request, *token, false, transfer, code);
     impl_->Release(lease);
     stats_.requests++;
@@ -581,7 +590,7 @@ absl::Status RestClient::Stream(const RestRequest& request,
     transfer.stop = &stop;
     long code = 0;
     Lease lease = impl_->Acquire();
-    if (lease.curl == nullptr) return Internal("curl_easy_init failed");
+    if (lease.curl == nullptr) return CurlInitFailed();
     const CURLcode rc = Perform(lease, config_, *impl_, request, *token, true, transfer, code);
     impl_->Release(lease);
     stats_.requests++;

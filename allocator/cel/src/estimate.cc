@@ -35,6 +35,14 @@ uint64_t ByFactor(uint64_t x, double y) {
   return static_cast<uint64_t>(c);
 }
 
+// Go's uint64(f) for a non-negative float64 on amd64: values from 2^64 up become 2^63 (Kubernetes'
+// replace() estimate converts an unbounded count that way, without saturating).
+uint64_t GoUint64(double f) {
+  if (f >= 18446744073709551616.0)
+    return uint64_t{1} << 63;
+  return static_cast<uint64_t>(f);
+}
+
 // A size or cost range (cel-go's SizeEstimate and CostEstimate behave alike).
 struct Est {
   uint64_t min = 0, max = 0;
@@ -525,7 +533,7 @@ class Coster {
         count.max = 0;
         retained.max = sz.max;
       } else {
-        count.max = static_cast<uint64_t>(
+        count.max = GoUint64(
             std::ceil(static_cast<double>(sz.max) / static_cast<double>(to_replace.min)));
       }
       if (to_replace.max == 0) {
@@ -535,7 +543,7 @@ class Coster {
         count.min = 0;
         retained.min = sz.min;
       } else {
-        count.min = static_cast<uint64_t>(
+        count.min = GoUint64(
             std::ceil(static_cast<double>(sz.min) / static_cast<double>(to_replace.max)));
       }
       return CallEstimate{ByFactor(sz, 2 * kStringFactor), count * with + retained};

@@ -338,13 +338,19 @@ func randomSelectors(n int, seed int64, devices []*corpusDevice) []corpusSelecto
 var doubleLits = []string{"0.0", "1.5", "-2.5", "80.0", "1e10", "1e300", "0.1", "3.0"}
 var uintLits = []string{"0u", "1u", "80u", "18446744073709551615u"}
 
+// urlLits mixes what url.ParseRequestURI accepts (absolute URIs and paths, IPv6 hosts, escapes,
+// queries, fragments) with what it rejects (relative paths, bad escapes, ports, colons).
+var urlLits = []string{`"https://example.com:8443/a%2Fb?x=1&y=2&x=3#frag"`, `"/absolute/path"`,
+	`"http://[::1]:80/"`, `"relative/path"`, `"http://h/%zz"`, `"https://a:b:c/"`, `"foo://h:80:90/p"`,
+	`"mailto:x@y"`, `"//host/p q"`, `""`, `"HTTP://User:Pw@Example.com/?a+b=c%20d;e"`, `"*"`}
+
 // extraAtom covers the rest of the standard library users reach for: doubles and uints and
 // cross-type numeric comparison, list and map literals, indexing, two-variable comprehensions,
 // optional chains, list/set extension functions, type(), string formatting, and errors inside
 // ternaries and logical operators.
 func (g *generator) extraAtom(depth int, cmp string) string {
 	d := g.oneOf(append(g.domains, "unknown.example.com")...)
-	switch g.pick(24) {
+	switch g.pick(26) {
 	case 0:
 		return fmt.Sprintf("double(%s) %s %s", g.intExpr(depth), cmp, g.oneOf(doubleLits...))
 	case 1:
@@ -391,6 +397,23 @@ func (g *generator) extraAtom(depth int, cmp string) string {
 		return fmt.Sprintf("dyn(%s) %s dyn(%s)", g.ref(g.oneOf("int", "string", "version", "bool")), g.oneOf("==", "!="), g.oneOf(append(intLits, append(stringLits, doubleLits...)...)...))
 	case 22:
 		return fmt.Sprintf("%s.lastIndexOf(%s) %s %s", g.stringExpr(depth), g.oneOf(stringLits...), cmp, g.oneOf("-1", "0", "2"))
+	case 24:
+		// The URL library: a literal, an attribute or a string built from one.
+		u := g.oneOf(append(urlLits, g.stringExpr(depth), `"https://" + `+g.stringExpr(depth)+` + "/x"`)...)
+		switch g.pick(4) {
+		case 0:
+			return "isURL(" + u + ")"
+		case 1:
+			return fmt.Sprintf("url(%s).%s() %s %s", u, g.oneOf("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath"), g.oneOf("==", "!="), g.oneOf(append(stringLits, `"https"`, `"example.com"`, `"/absolute/path"`)...))
+		case 2:
+			// No short-circuit over the query map: Go iterates it in a random order.
+			return fmt.Sprintf("url(%s).getQuery().%s", u, g.oneOf(`size() > 0`, `exists(k, k == "q")`, `?x.orValue([]).size() == 2`))
+		default:
+			return fmt.Sprintf("url(%s) %s url(%s)", u, g.oneOf("==", "!="), g.oneOf(urlLits...))
+		}
+	case 25:
+		// Type values: the declared library types and type(x) of library values.
+		return fmt.Sprintf("type(%s) %s %s", g.oneOf(`ip("10.0.0.1")`, `cidr("10.0.0.0/8")`, `url("/a")`, `format.uuid()`, g.quantityExpr(depth), g.ref("string")), g.oneOf("==", "!="), g.oneOf("net.IP", "net.CIDR", "string", `type(url("/b"))`, "type(format.dns1123Label())", `type(quantity("1"))`))
 	default:
 		return fmt.Sprintf("device.attributes.transformMap(k, v, size(v))[%q] %s %s", d, cmp, g.oneOf("0", "3", "10"))
 	}

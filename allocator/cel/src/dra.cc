@@ -198,6 +198,7 @@ absl::StatusOr<Program> CompileSelector(std::string_view expression, const Selec
   env.constant_conversion_errors_at_compile_time = true;
   env.strings_v2_format = true;
   env.nan_ordering_errors = true;
+  env.go_map_keys = true;
   env.kubernetes_messages = true;
   return Environment(std::move(env)).Compile(expression);
 }
@@ -326,6 +327,7 @@ EnvironmentOptions DerivedEnvironment(const SelectorOptions& options) {
   env.constant_conversion_errors_at_compile_time = true;
   env.strings_v2_format = true;
   env.nan_ordering_errors = true;
+  env.go_map_keys = true;
   env.kubernetes_messages = true;
   return env;
 }

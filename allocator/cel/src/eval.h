@@ -34,6 +34,8 @@ struct Ctx {
   bool strict_format = false;
   // EnvironmentOptions::nan_ordering_errors.
   bool nan_ordering_errors = false;
+  // EnvironmentOptions::go_map_keys.
+  bool go_map_keys = false;
 
   explicit Ctx(Arena& a) : arena(a) {}
 
@@ -149,6 +151,14 @@ bool EqualBool(const Val& a, const Val& b);  // no errors: mismatched kinds are 
 std::optional<int> Compare(const Val& a, const Val& b);
 // Map lookups (generic maps, device maps); returns nullptr-equivalent via `found`.
 bool MapFind(Ctx& ctx, const Val& map, const Val& key, Val* out);
+// Whether two map keys are the same Go map key in cel-go (EnvironmentOptions::go_map_keys): same
+// kind and value, identity for values that are pointers upstream.
+bool GoKeyEqual(const Val& a, const Val& b);
+// The panic text of a key cel-go cannot hash (Semver, format, bytes) when storing it (or, with
+// `deleting`, removing it: an absent optional entry); empty for hashable keys.
+std::string_view UnhashableKey(const Val& k, bool deleting = false);
+// The Go type name of a cel-go value, as upstream error texts print it (%T).
+std::string GoValueTypeName(const Val& v);
 // Size of a map-like value.
 uint32_t MapSize(Ctx& ctx, const Val& map);
 // Keys of a map-like value, materialized as a list.

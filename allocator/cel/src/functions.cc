@@ -1149,7 +1149,14 @@ Val MapInsert(Ctx& ctx, const Val* a, uint32_t n) {
   }
   const Val& m = a[0];
   for (const auto& [k, v] : add) {
-    if (k.kind != VK::kString && k.kind != VK::kInt && k.kind != VK::kUint && k.kind != VK::kBool) {
+    if (ctx.go_map_keys) {
+      // cel-go inserts into a Go map: a key holding slices panics there.
+      if (const std::string_view panic = UnhashableKey(k); !panic.empty()) {
+        ctx.Panic(panic);
+        return ctx.Error(ctx.panic_message);
+      }
+    } else if (k.kind != VK::kString && k.kind != VK::kInt && k.kind != VK::kUint &&
+               k.kind != VK::kBool) {
       return ctx.Error("unsupported key type: " + std::string(TypeNameOf(k)));
     }
     Val ignored;

@@ -645,11 +645,46 @@ class MapNode final : public Node {
       Val v = kv_[2 * i + 1]->Eval(ctx);
       if (k.is_error()) return k;
       if (v.is_error()) return v;
-      if (k.kind != VK::kString && k.kind != VK::kInt && k.kind != VK::kUint && k.kind != VK::kBool) {
+      if (ctx.go_map_keys) {
+        if (k.kind == VK::kDevice || k.kind == VK::kDeviceMap || k.kind == VK::kDomainMap) {
+          return ctx.Error("unsupported key type: " + std::string(TypeNameOf(k)));
+        }
+      } else if (k.kind != VK::kString && k.kind != VK::kInt && k.kind != VK::kUint &&
+                 k.kind != VK::kBool) {
         return ctx.Error("unsupported key type: " + std::string(TypeNameOf(k)));
       }
       if (optional_[i]) {
         if (v.kind != VK::kOptional) return ctx.NoOverload("optional map entry", &v, 1);
+      }
+      if (ctx.go_map_keys) {
+        // cel-go stores the entry in a Go map: hashing a key that holds slices panics (the map
+        // itself is not charged then), and a repeated key replaces the earlier entry (an absent
+        // optional entry deletes it).
+        if (const std::string_view panic = UnhashableKey(k, optional_[i] && v.opt == nullptr);
+            !panic.empty()) {
+          ctx.cost -= 30;
+          ctx.Panic(panic);
+          return ctx.Error(ctx.panic_message);
+        }
+        uint32_t j = 0;
+        while (j < used && !GoKeyEqual(rep->keys[j], k)) ++j;
+        if (optional_[i] && v.opt == nullptr) {
+          if (j < used) {
+            for (uint32_t m = j + 1; m < used; ++m) {
+              rep->keys[m - 1] = rep->keys[m];
+              rep->vals[m - 1] = rep->vals[m];
+            }
+            --used;
+          }
+          continue;
+        }
+        if (optional_[i]) v = *v.opt;
+        rep->keys[j] = k;
+        rep->vals[j] = v;
+        if (j == used) ++used;
+        continue;
+      }
+      if (optional_[i]) {
         if (v.opt == nullptr) continue;
         v = *v.opt;
       }
@@ -673,26 +708,6 @@ class MapNode final : public Node {
   std::vector<bool> optional_;
 };
 
-std::string GoTypeName(const Val& v) {
-  switch (v.kind) {
-    case VK::kInt: return "types.Int";
-    case VK::kUint: return "types.Uint";
-    case VK::kDouble: return "types.Double";
-    case VK::kString: return "types.String";
-    case VK::kBytes: return "types.Bytes";
-    case VK::kBool: return "types.Bool";
-    case VK::kNull: return "types.Null";
-    case VK::kOptional: return "*types.Optional";
-    case VK::kType: return "*types.Type";
-    case VK::kQuantity: return "cel.Quantity";
-    case VK::kSemver: return "cel.Semver";
-    case VK::kIP: return "cel.IP";
-    case VK::kCIDR: return "cel.CIDR";
-    case VK::kFormat: return "cel.Format";
-    case VK::kURL: return "cel.URL";
-    default: return std::string(TypeNameOf(v));
-  }
-}
 
 class ComprehensionNode final : public Node {
  public:
@@ -712,7 +727,7 @@ class ComprehensionNode final : public Node {
     } else if (range.kind == VK::kMap || range.kind == VK::kDeviceMap || range.kind == VK::kDomainMap) {
       keys = MapKeys(ctx, range);
     } else {
-      return ctx.Error("got '" + GoTypeName(range) + "', expected iterable type");
+      return ctx.Error("got '" + GoValueTypeName(range) + "', expected iterable type");
     }
     Val accu = init_->Eval(ctx);
     const uint32_t n = keys.n;
@@ -1311,14 +1326,31 @@ class Planner {
       if (options_.type_check && IsConcreteScalar(k.type) && k.type.kind() != Type::Kind::kInt &&
           k.type.kind() != Type::Kind::kUint && k.type.kind() != Type::Kind::kDouble) {
         Error(e.offset, "found no matching overload for '_[_]' applied to '(" + t.DebugString() + ", " +
-                            k.type.DebugString() + ")'");
+                            ArgTypeName(k.type) + ")'");
       }
     } else if (t.kind() == Type::Kind::kMap) {
       elem = t.param1();
+      // cel-go's index overloads are (map(K, V), K): the key's type must agree.
+      if (options_.type_check && !Assignable(t.param0(), k.type)) {
+        Error(e.offset, std::string("found no matching overload for '") +
+                            (optional ? "_[?_]" : "_[_]") + "' applied to '(map(" +
+                            ArgTypeName(t.param0()) + ", " + ArgTypeName(t.param1()) + "), " +
+                            ArgTypeName(k.type) + ")'");
+      }
     } else if (t.kind() != Type::Kind::kDyn && t.kind() != Type::Kind::kOptional && options_.type_check &&
                IsConcreteScalar(t)) {
       Error(e.offset, "found no matching overload for '_[_]' applied to '(" + t.DebugString() + ", " +
                           k.type.DebugString() + ")'");
+    }
+    // cel-go turns a constant key into an attribute qualifier when it plans the program; a key
+    // that is not a string, int, uint, bool or double fails there.
+    if (options_.go_map_keys && k.celgo_const && k.node->constant() != nullptr &&
+        (t.kind() == Type::Kind::kMap || t.is_dyn()) && instantiation_error_.empty()) {
+      const VK kind = k.node->constant()->kind;
+      if (kind != VK::kString && kind != VK::kInt && kind != VK::kUint && kind != VK::kBool &&
+          kind != VK::kDouble && kind != VK::kError) {
+        instantiation_error_ = "invalid qualifier type: " + GoValueTypeName(*k.node->constant());
+      }
     }
     p.type = optional ? Type::Optional(elem) : elem;
     p.node = std::make_unique<IndexNode>(e.offset, std::move(op.node), std::move(k.node), optional);
@@ -1338,6 +1370,7 @@ class Planner {
     Ctx ctx(*program_.constants);
     ctx.strict_format = options_.strings_v2_format;
     ctx.nan_ordering_errors = options_.nan_ordering_errors;
+    ctx.go_map_keys = options_.go_map_keys;
     Val v = p.node->Eval(ctx);
     // A cel-go panic (Ctx::Panic) happens at runtime there and fails the whole evaluation: keep
     // the call.
@@ -1526,10 +1559,11 @@ class Planner {
 
   // The signature in cel-go's "found no matching overload" error: "(int, string)", or
   // "target.(args)" for a member call; the null type is spelled "null" there.
+  static std::string ArgTypeName(const Type& t) {
+    return t.kind() == Type::Kind::kNull ? std::string("null") : t.DebugString();
+  }
   static std::string ArgTypes(const std::vector<Planned>& args, bool member = false) {
-    auto name = [](const Type& t) {
-      return t.kind() == Type::Kind::kNull ? std::string("null") : t.DebugString();
-    };
+    auto name = [](const Type& t) { return ArgTypeName(t); };
     std::string s;
     size_t first = 0;
     if (member && !args.empty()) {
@@ -1560,6 +1594,14 @@ class Planner {
       }
       *result = Type::Kind::kBool;
       return true;
+    }
+    // `in` is (A, list(A)) and (A, map(A, B)) in cel-go: the element or key type must agree.
+    if (name == "@in" && args.size() == 2 &&
+        (args[1].type.kind() == Type::Kind::kList || args[1].type.kind() == Type::Kind::kMap) &&
+        !Assignable(args[1].type.param0(), args[0].type)) {
+      Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
+                          ArgTypes(args, member) + "'");
+      return false;
     }
     const std::vector<Signature>* sigs = Signatures(name);
     if (sigs == nullptr) return true;
@@ -1949,7 +1991,7 @@ class Planner {
       Ctx ctx(*program_.constants);
       ctx.strict_format = options_.strings_v2_format;
       ctx.nan_ordering_errors = options_.nan_ordering_errors;
-    ctx.nan_ordering_errors = options_.nan_ordering_errors;
+      ctx.go_map_keys = options_.go_map_keys;
       Val v = p.node->Eval(ctx);
       Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
       c.celgo_const = celgo_const;
@@ -1974,8 +2016,14 @@ class Planner {
         if (e.optional_entries[i / 2]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
         vtypes.emplace_back(t, e.args[i]->offset);
       } else {
-        if (options_.type_check && IsConcreteScalar(t) &&
-            (t.kind() == Type::Kind::kDouble || t.kind() == Type::Kind::kNull || t.kind() == Type::Kind::kBytes)) {
+        // cel-go (go_map_keys) accepts double and null keys; a constant bytes key panics while
+        // Kubernetes plans the program, which devlet reports as this compile error.
+        const bool rejected =
+            options_.go_map_keys
+                ? t.kind() == Type::Kind::kBytes && a.node->constant() != nullptr
+                : t.kind() == Type::Kind::kDouble || t.kind() == Type::Kind::kNull ||
+                      t.kind() == Type::Kind::kBytes;
+        if (options_.type_check && IsConcreteScalar(t) && rejected) {
           Error(e.args[i]->offset, "unsupported map key type: " + t.DebugString());
         }
         ktypes.emplace_back(t, e.args[i]->offset);
@@ -2000,7 +2048,7 @@ class Planner {
       Ctx ctx(*program_.constants);
       ctx.strict_format = options_.strings_v2_format;
       ctx.nan_ordering_errors = options_.nan_ordering_errors;
-    ctx.nan_ordering_errors = options_.nan_ordering_errors;
+      ctx.go_map_keys = options_.go_map_keys;
       if (const Val v = p.node->Eval(ctx); v.kind == VK::kMap) {
         Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
         c.celgo_const = celgo_const;
@@ -2129,6 +2177,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
   ctx.slots = num_slots ? ctx.arena.NewArray<Val>(num_slots) : nullptr;
   ctx.strict_format = strict_format;
   ctx.nan_ordering_errors = nan_ordering_errors;
+  ctx.go_map_keys = go_map_keys;
   Val v = root->Eval(ctx);
   switch (ctx.abort) {
     case EvalResult::Abort::kNone:
@@ -2223,6 +2272,7 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
   program->require_bool = options.require_bool_result;
   program->strict_format = options.strings_v2_format;
   program->nan_ordering_errors = options.nan_ordering_errors;
+  program->go_map_keys = options.go_map_keys;
   bool dra_sizes = false;
   for (const auto& [name, type] : options.variables) {
     dra_sizes = dra_sizes || (name == "device" && type.kind() == Type::Kind::kDraDevice);

@@ -180,6 +180,8 @@ bool MapLike(const Val& v) {
   return v.kind == VK::kMap || v.kind == VK::kDeviceMap || v.kind == VK::kDomainMap;
 }
 
+// The keys an index accepts: in cel-go (go_map_keys) the kinds it can use as an attribute
+// qualifier (interpreter/attributes.go); others fail "invalid qualifier type" before any lookup.
 bool ValidKey(const Val& k) {
   return k.kind == VK::kString || k.kind == VK::kInt || k.kind == VK::kUint || k.kind == VK::kBool ||
          k.kind == VK::kDouble;
@@ -286,16 +288,111 @@ std::optional<int> Compare(const Val& a, const Val& b) {
 
 // ---- Maps ----------------------------------------------------------------------------------
 
+std::string GoValueTypeName(const Val& v) {
+  switch (v.kind) {
+    case VK::kInt: return "types.Int";
+    case VK::kUint: return "types.Uint";
+    case VK::kDouble: return "types.Double";
+    case VK::kString: return "types.String";
+    case VK::kBytes: return "types.Bytes";
+    case VK::kBool: return "types.Bool";
+    case VK::kNull: return "types.Null";
+    case VK::kOptional: return "*types.Optional";
+    case VK::kType: return "*types.Type";
+    case VK::kQuantity: return "cel.Quantity";
+    case VK::kSemver: return "cel.Semver";
+    case VK::kIP: return "cel.IP";
+    case VK::kCIDR: return "cel.CIDR";
+    case VK::kFormat: return "cel.Format";
+    case VK::kURL: return "cel.URL";
+    case VK::kTimestamp: return "types.Timestamp";
+    case VK::kDuration: return "types.Duration";
+    case VK::kList: return "*types.baseList";
+    case VK::kMap: return "*types.baseMap";
+    default: return std::string(TypeNameOf(v));
+  }
+}
+
+bool GoKeyEqual(const Val& a, const Val& b) {
+  if (a.kind != b.kind) return false;  // Go interface keys: the dynamic types must match
+  switch (a.kind) {
+    case VK::kString: return a.str() == b.str();
+    case VK::kInt: return a.i == b.i;
+    case VK::kUint: return a.u == b.u;
+    case VK::kBool: return a.b == b.b;
+    case VK::kDouble: return a.d == b.d;  // NaN never matches, -0 matches 0
+    case VK::kNull: return true;
+    case VK::kType: return a.str() == b.str();  // type values are singletons per name
+    case VK::kIP: return *a.ip == *b.ip;        // netip.Addr compares by value
+    case VK::kCIDR: return *a.cidr == *b.cidr;  // netip.Prefix: address as written and bits
+    case VK::kDuration: return a.i == b.i && a.n == b.n;
+    // time.Time compares its wall clock, seconds and location pointer; devlet keeps no location,
+    // so an equal instant is the same key (cel-go differs only for equal instants written with
+    // different offsets).
+    case VK::kTimestamp: return a.i == b.i && a.n == b.n;
+    // Pointers upstream (*url.URL, *resource.Quantity, lists, maps): identity.
+    case VK::kURL: return a.url == b.url;
+    case VK::kQuantity: return a.q == b.q;
+    case VK::kList: return a.l == b.l && a.n == b.n;
+    case VK::kMap: return a.m == b.m && a.n == b.n;
+    // The none optional is a singleton there as here (nullptr). A present optional is a new
+    // *Optional wherever cel-go passes it through a variable, so even `cel.bind(o,
+    // optional.of(1), o in {o: 1})` is false: never the same key.
+    case VK::kOptional: return a.opt == nullptr && b.opt == nullptr;
+    default: return false;
+  }
+}
+
+std::string_view UnhashableKey(const Val& k, bool deleting) {
+  // Go's map assignment panics with a runtime.Error, its delete with a plain error text.
+  switch (k.kind) {
+    case VK::kSemver:
+      return deleting ? "internal error: hash of unhashable type: cel.Semver"
+                      : "internal error: runtime error: hash of unhashable type cel.Semver";
+    case VK::kFormat:
+      return deleting ? "internal error: hash of unhashable type: cel.Format"
+                      : "internal error: runtime error: hash of unhashable type cel.Format";
+    case VK::kBytes:
+      return deleting ? "internal error: hash of unhashable type: types.Bytes"
+                      : "internal error: runtime error: hash of unhashable type types.Bytes";
+    default: return {};
+  }
+}
+
+
 bool MapFind(Ctx& ctx, const Val& map, const Val& key, Val* out) {
   switch (map.kind) {
-    case VK::kMap:
+    case VK::kMap: {
+      // As cel-go's Go map lookup: the key itself, then (integers only) the same number as the
+      // other integer type. A double key is found by an integral double only when stored as a
+      // double; an integral double finds an int or uint key.
+      if (key.kind == VK::kString) {  // the common case, kept tight
+        const std::string_view want = key.str();
+        for (uint32_t i = 0; i < map.n; ++i) {
+          const Val& k = map.m->keys[i];
+          if (k.kind == VK::kString && k.n == key.n && k.str() == want) {
+            *out = map.m->vals[i];
+            return true;
+          }
+        }
+        return false;
+      }
       for (uint32_t i = 0; i < map.n; ++i) {
-        if (KeyEqual(map.m->keys[i], key)) {
+        if (GoKeyEqual(map.m->keys[i], key)) {
+          *out = map.m->vals[i];
+          return true;
+        }
+      }
+      if (!IsNumber(key)) return false;
+      for (uint32_t i = 0; i < map.n; ++i) {
+        const Val& k = map.m->keys[i];
+        if (k.kind != key.kind && k.kind != VK::kDouble && KeyEqual(k, key)) {
           *out = map.m->vals[i];
           return true;
         }
       }
       return false;
+    }
     case VK::kDeviceMap: {
       if (key.kind != VK::kString) return false;
       // Unknown domains are empty maps, never missing.
@@ -476,7 +573,10 @@ Val Index(Ctx& ctx, const Val& operand, const Val& key) {
     return operand.l->data[*i];
   }
   if (MapLike(operand)) {
-    if (!ValidKey(key)) return ctx.Error("unsupported key type: " + std::string(TypeNameOf(key)));
+    if (!ValidKey(key)) {
+      if (ctx.go_map_keys) return ctx.Error("invalid qualifier type: " + GoValueTypeName(key));
+      return ctx.Error("unsupported key type: " + std::string(TypeNameOf(key)));
+    }
     Val out;
     if (MapFind(ctx, operand, key, &out)) return out;
     return ctx.Error("no such key: " + KeyText(key));
@@ -521,6 +621,9 @@ Val OptIndex(Ctx& ctx, const Val& operand, const Val& key) {
     return ctx.Optional(operand.l->data[*i]);
   }
   if (MapLike(operand)) {
+    if (ctx.go_map_keys && !ValidKey(key)) {
+      return ctx.Error("invalid qualifier type: " + GoValueTypeName(key));
+    }
     Val out;
     if (ValidKey(key) && MapFind(ctx, operand, key, &out)) return ctx.Optional(out);
     return Val::Opt(nullptr);

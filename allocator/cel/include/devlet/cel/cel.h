@@ -122,6 +122,14 @@ struct EnvironmentOptions {
   // cel-go v0.29 (Kubernetes; on for DRA selectors). Off: false, as the cel-spec conformance
   // tests expect.
   bool nan_ordering_errors = false;
+  // Map literals key as cel-go's Go maps do (on for DRA selectors): any comparable value is a key
+  // (double, null, timestamp, duration, type, IP, CIDR; URL, Quantity, list, map and optional
+  // keys by identity), a repeated key replaces the earlier entry, a lookup tries the key's own
+  // type before the other integer types, a Semver, format or bytes key fails the whole
+  // evaluation as cel-go's "hash of unhashable type" panic, and indexing with a key that is not
+  // string, int, uint, bool or double is "invalid qualifier type". Off: the cel-spec rules
+  // (bool, int, uint and string keys; a repeated key is an error), as the conformance tests expect.
+  bool go_map_keys = false;
   // Compile errors read as Kubernetes' DRA compiler words them: "compilation failed: ERROR: ..."
   // for parse and check errors, "must evaluate to bool or the unknown type, not int" for the
   // result type, "program instantiation failed: ..." for a constant conversion.

@@ -1872,6 +1872,36 @@ class Planner {
     }
   }
 
+  // `optional.none()` as written: cel-go types it optional_type(T) with a free T, which any
+  // element type satisfies, so an optional entry of it does not take part in the literal's type.
+  static bool IsOptionalNone(const Expr& x) {
+    if (x.kind != Expr::Kind::kCall || !x.args.empty()) return false;
+    if (x.operand == nullptr) return x.name == "optional.none";
+    return x.name == "none" && x.operand->kind == Expr::Kind::kIdent && x.operand->name == "optional";
+  }
+
+  // An optional entry (`?k: v`, `[?v]`) needs an optional value: cel-go checks it as
+  // optional_type(T) and reports the plain type.
+  void CheckOptionalEntry(const Planned& a, int32_t offset) {
+    if (!options_.type_check || a.type.is_dyn() || a.type.kind() == Type::Kind::kOptional) return;
+    Error(offset, "expected type '" + Type::Optional(a.type).DebugString() + "' but found '" +
+                      a.type.DebugString() + "'");
+  }
+
+  // A literal `optional.none()` element is optional_type(T) with T free: it takes the first
+  // optional type among the other elements (so [optional.none(), optional.of(1)] is homogeneous,
+  // [optional.none(), 1] is not).
+  static void ResolveNoneTypes(std::vector<std::pair<Type, int32_t>>* types,
+                               const std::vector<size_t>& none_at) {
+    if (none_at.empty()) return;
+    for (size_t i = 0; i < types->size(); ++i) {
+      if (std::find(none_at.begin(), none_at.end(), i) != none_at.end()) continue;
+      if ((*types)[i].first.kind() != Type::Kind::kOptional) continue;
+      for (size_t j : none_at) (*types)[j].first = (*types)[i].first;
+      return;
+    }
+  }
+
   void CheckHomogeneous(const std::vector<std::pair<Type, int32_t>>& types) {
     if (!options_.homogeneous_aggregate_literals) return;
     const Type* first = nullptr;
@@ -1960,12 +1990,21 @@ class Planner {
     Planned p;
     bool all_const = true;
     bool celgo_const = true;
+    std::vector<size_t> none_at;  // elements `optional.none()` in `types`
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
       celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i];
       Type t = a.type;
-      if (e.optional_entries[i]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
-      types.emplace_back(t, e.args[i]->offset);
+      if (e.optional_entries[i]) {
+        CheckOptionalEntry(a, e.args[i]->offset);
+        t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
+      }
+      if (!IsOptionalNone(*e.args[i])) {
+        types.emplace_back(t, e.args[i]->offset);
+      } else if (!e.optional_entries[i]) {
+        none_at.push_back(types.size());
+        types.emplace_back(Type::Optional(Type::Dyn()), e.args[i]->offset);
+      }
       all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i];
       nodes.push_back(std::move(a.node));
     }
@@ -1973,6 +2012,7 @@ class Planner {
       exempt_types_.clear();
       for (const auto& [t, o] : types) exempt_types_.push_back(t);
     } else {
+      ResolveNoneTypes(&types, none_at);
       CheckHomogeneous(types);
     }
     Type elem = Type::Dyn();
@@ -2007,14 +2047,23 @@ class Planner {
     Planned p;
     bool all_const = true;
     bool celgo_const = true;
+    std::vector<size_t> none_at;  // values `optional.none()` in `vtypes`
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
       celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i / 2];
       all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i / 2];
       Type t = a.type;
       if (i % 2 == 1) {
-        if (e.optional_entries[i / 2]) t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
-        vtypes.emplace_back(t, e.args[i]->offset);
+        if (e.optional_entries[i / 2]) {
+          CheckOptionalEntry(a, e.args[i]->offset);
+          t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
+        }
+        if (!IsOptionalNone(*e.args[i])) {
+          vtypes.emplace_back(t, e.args[i]->offset);
+        } else if (!e.optional_entries[i / 2]) {
+          none_at.push_back(vtypes.size());
+          vtypes.emplace_back(Type::Optional(Type::Dyn()), e.args[i]->offset);
+        }
       } else {
         // cel-go (go_map_keys) accepts double and null keys; a constant bytes key panics while
         // Kubernetes plans the program, which devlet reports as this compile error.
@@ -2031,6 +2080,7 @@ class Planner {
       nodes.push_back(std::move(a.node));
     }
     CheckHomogeneous(ktypes);
+    ResolveNoneTypes(&vtypes, none_at);
     CheckHomogeneous(vtypes);
     auto common = [](const std::vector<std::pair<Type, int32_t>>& ts) {
       if (ts.empty()) return Type::Dyn();

@@ -90,6 +90,11 @@ struct Ctx {
 // Val::sub of a kQuantity produced by add()/sub(): upstream these are *Quantity, which its
 // Equal does not accept as the right operand (research note C of the differential harness).
 inline constexpr uint8_t kQuantityPointer = 1;
+// Val::sub of a kTimestamp: the Go location of the time (see time.cc's TimestampZone): UTC,
+// time.Local, 2..28 the cached whole-hour zones, from kZoneUnique a zone of its own.
+inline constexpr uint8_t kZoneUtc = 0;
+inline constexpr uint8_t kZoneLocal = 1;
+inline constexpr uint8_t kZoneUnique = 29;
 // Val::sub of a kList that is a program constant (`in` on it costs 0, as cel-go's set lookup).
 inline constexpr uint8_t kConstantList = 1;
 

@@ -1877,7 +1877,8 @@ class Planner {
   static bool IsOptionalNone(const Expr& x) {
     if (x.kind != Expr::Kind::kCall || !x.args.empty()) return false;
     if (x.operand == nullptr) return x.name == "optional.none";
-    return x.name == "none" && x.operand->kind == Expr::Kind::kIdent && x.operand->name == "optional";
+    return x.name == "none" && x.operand->kind == Expr::Kind::kIdent &&
+           x.operand->name == "optional";
   }
 
   // An optional entry (`?k: v`, `[?v]`) needs an optional value: cel-go checks it as

@@ -1,8 +1,10 @@
 // google.protobuf.Timestamp and google.protobuf.Duration values: timestamp(), duration(), their
 // string forms, arithmetic helpers and the get* accessors (time zones through absl/cctz, which
 // reads the system zoneinfo).
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,10 @@ bool Digits(std::string_view s, size_t pos, size_t n, int64_t* out) {
   return true;
 }
 
-// RFC 3339 (Go's time.RFC3339 layout, which also accepts fractional seconds).
-bool ParseRfc3339(std::string_view s, int64_t* seconds, uint32_t* nanos) {
+// RFC 3339 (Go's time.RFC3339 layout, which also accepts fractional seconds). `*offset` is the
+// numeric zone offset in seconds, or nullopt for "Z".
+bool ParseRfc3339(std::string_view s, int64_t* seconds, uint32_t* nanos,
+                  std::optional<int64_t>* zone_offset) {
   int64_t y, mo, d, h, mi, se;
   if (!Digits(s, 0, 4, &y) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &mo) || s[7] != '-' ||
       !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !Digits(s, 11, 2, &h) || s[13] != ':' ||
@@ -55,6 +59,7 @@ bool ParseRfc3339(std::string_view s, int64_t* seconds, uint32_t* nanos) {
     for (size_t i = digits; i < 9; ++i) frac *= 10;
   }
   int64_t offset = 0;
+  *zone_offset = std::nullopt;
   if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
     ++pos;
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
@@ -64,6 +69,7 @@ bool ParseRfc3339(std::string_view s, int64_t* seconds, uint32_t* nanos) {
     }
     if (oh > 23 || om > 59) return false;
     offset = (oh * 3600 + om * 60) * (s[pos] == '-' ? -1 : 1);
+    *zone_offset = offset;
     pos += 6;
   } else {
     return false;
@@ -76,6 +82,22 @@ bool ParseRfc3339(std::string_view s, int64_t* seconds, uint32_t* nanos) {
   *seconds = unix;
   *nanos = static_cast<uint32_t>(frac);
   return true;
+}
+
+// The Go location time.Parse gives a timestamp literal, as a kTimestamp's Val::sub (only map keys
+// tell them apart: Go's time.Time compares its location pointer). "Z" is UTC (nil); an offset
+// equal to the local zone's is time.Local (Kubernetes' API server runs in UTC, so +00:00);
+// whole-hour offsets from -12 to +14 are FixedZones Go caches (one per offset); any other offset
+// gets a FixedZone of its own: a fresh id each parse, so two parses never match (ids wrap after
+// 227, so a match needs 227 such parses in between).
+uint8_t TimestampZone(const std::optional<int64_t>& offset) {
+  if (!offset) return kZoneUtc;
+  if (*offset == 0) return kZoneLocal;
+  if (*offset % 3600 == 0 && *offset >= -12 * 3600 && *offset <= 14 * 3600) {
+    return static_cast<uint8_t>(kZoneLocal + 13 + *offset / 3600);  // 2..28
+  }
+  static std::atomic<uint32_t> next{0};
+  return static_cast<uint8_t>(kZoneUnique + next.fetch_add(1, std::memory_order_relaxed) % 227);
 }
 
 Val MakeTimestamp(Ctx& ctx, int64_t seconds, int64_t nanos) {
@@ -185,10 +207,13 @@ Val Timestamp(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kString) NO_OVERLOAD("timestamp");
   int64_t seconds;
   uint32_t nanos;
-  if (!ParseRfc3339(a[0].str(), &seconds, &nanos)) {
+  std::optional<int64_t> offset;
+  if (!ParseRfc3339(a[0].str(), &seconds, &nanos, &offset)) {
     return ctx.Error("type conversion error from 'string' to 'google.protobuf.Timestamp'");
   }
-  return MakeTimestamp(ctx, seconds, nanos);
+  Val r = MakeTimestamp(ctx, seconds, nanos);
+  if (!r.is_error()) r.sub = TimestampZone(offset);
+  return r;
 }
 
 Val Duration(Ctx& ctx, const Val* a, uint32_t n) {
@@ -317,7 +342,9 @@ Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
       secs -= 1;
     }
     if (secs < kMinSeconds || secs > kMaxSeconds) return ctx.Error("timestamp out of range");
-    return MakeTimestamp(ctx, static_cast<int64_t>(secs), static_cast<int64_t>(rem));
+    Val r = MakeTimestamp(ctx, static_cast<int64_t>(secs), static_cast<int64_t>(rem));
+    r.sub = x.sub;  // Go's Time.Add keeps the location
+    return r;
   }
   if (!subtract && x.kind == VK::kDuration && y.kind == VK::kTimestamp) return TimeAdd(ctx, y, x, false);
   if (x.kind == VK::kDuration && y.kind == VK::kDuration) {

@@ -326,10 +326,8 @@ bool GoKeyEqual(const Val& a, const Val& b) {
     case VK::kIP: return *a.ip == *b.ip;        // netip.Addr compares by value
     case VK::kCIDR: return *a.cidr == *b.cidr;  // netip.Prefix: address as written and bits
     case VK::kDuration: return a.i == b.i && a.n == b.n;
-    // time.Time compares its wall clock, seconds and location pointer; devlet keeps no location,
-    // so an equal instant is the same key (cel-go differs only for equal instants written with
-    // different offsets).
-    case VK::kTimestamp: return a.i == b.i && a.n == b.n;
+    // time.Time compares its wall clock, seconds and location pointer (Val::sub, see eval.h).
+    case VK::kTimestamp: return a.i == b.i && a.n == b.n && a.sub == b.sub;
     // Pointers upstream (*url.URL, *resource.Quantity, lists, maps): identity.
     case VK::kURL: return a.url == b.url;
     case VK::kQuantity: return a.q == b.q;

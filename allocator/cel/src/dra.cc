@@ -185,21 +185,32 @@ void SimpleDevice::ForEachCapacity(std::string_view domain,
   }
 }
 
-absl::StatusOr<Program> CompileSelector(std::string_view expression, const SelectorOptions& options) {
+namespace {
+
+// The environment Kubernetes compiles every DRA expression in: selectors and derived attributes
+// differ only in what they may return, which the callers add.
+EnvironmentOptions DraEnvironment(const SelectorOptions& options) {
   EnvironmentOptions env;
   env.libraries = kAllLibraries;
   if (!options.list_type_attributes) env.libraries &= ~static_cast<uint32_t>(kIncludesLibrary);
   env.homogeneous_aggregate_literals = true;
   env.validate_regex_literals = true;
   env.variables.emplace_back("device", Type::DraDevice());
-  env.result_types = {Type::Bool(), Type::Dyn()};
   env.dra_allow_multiple_allocations = options.consumable_capacity;
-  env.require_bool_result = true;
   env.constant_conversion_errors_at_compile_time = true;
   env.strings_v2_format = true;
   env.nan_ordering_errors = true;
   env.go_map_keys = true;
   env.kubernetes_messages = true;
+  return env;
+}
+
+}  // namespace
+
+absl::StatusOr<Program> CompileSelector(std::string_view expression, const SelectorOptions& options) {
+  EnvironmentOptions env = DraEnvironment(options);
+  env.result_types = {Type::Bool(), Type::Dyn()};
+  env.require_bool_result = true;
   return Environment(std::move(env)).Compile(expression);
 }
 
@@ -252,8 +263,16 @@ absl::Status SimpleDevice::AttributeConversionError() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, const MatchOptions& options,
-                           uint64_t* cost) {
+namespace {
+
+// RunOnDevice evaluates a DRA program against `device` (selectors and derived attributes alike):
+// attribute conversion errors first, as Kubernetes converts the device before it evaluates, then
+// the run, its cost, and an evaluation error as a status whose code says why it stopped. A value
+// goes to `convert` while the scratch arena that holds it is alive; what it returns must not
+// point into the arena.
+template <typename T, typename Convert>
+absl::StatusOr<T> RunOnDevice(const Program& program, const DeviceView& device,
+                              const MatchOptions& options, uint64_t* cost, Convert convert) {
   if (absl::Status conversion = device.AttributeConversionError(); !conversion.ok()) {
     if (cost != nullptr) *cost = 0;
     return conversion;
@@ -272,7 +291,6 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, con
                 ? ctx.cost_at_abort
                 : ctx.cost;
   }
-  if (v.kind == internal::VK::kBool) return v.b;
   if (v.kind == internal::VK::kError) {
     const std::string_view msg = v.str();
     switch (ctx.abort) {
@@ -283,8 +301,20 @@ absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, con
       case EvalResult::Abort::kInternal: return devlet::InvalidArgument(msg);
     }
   }
-  return devlet::InvalidArgument("CEL result of type " + std::string(internal::TypeNameOf(v)) +
+  return convert(v);
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Match(const Program& program, const DeviceView& device, const MatchOptions& options,
+                           uint64_t* cost) {
+  return RunOnDevice<bool>(program, device, options, cost,
+                           [](const internal::Val& v) -> absl::StatusOr<bool> {
+                             if (v.kind == internal::VK::kBool) return v.b;
+                             return devlet::InvalidArgument(
+                                 "CEL result of type " + std::string(internal::TypeNameOf(v)) +
                                  " could not be converted to bool");
+                           });
 }
 
 // ---- Derived attributes ----------------------------------------------------------------------
@@ -314,22 +344,6 @@ absl::Status CheckDerivedType(const Type& t, bool allow_lists) {
   return devlet::InvalidArgument(
       std::string("must evaluate to a primitive scalar (string, integer, boolean, semver)") +
       (allow_lists ? " or a list of these scalars" : "") + ", not " + t.DebugString());
-}
-
-EnvironmentOptions DerivedEnvironment(const SelectorOptions& options) {
-  EnvironmentOptions env;
-  env.libraries = kAllLibraries;
-  if (!options.list_type_attributes) env.libraries &= ~static_cast<uint32_t>(kIncludesLibrary);
-  env.homogeneous_aggregate_literals = true;
-  env.validate_regex_literals = true;
-  env.variables.emplace_back("device", Type::DraDevice());
-  env.dra_allow_multiple_allocations = options.consumable_capacity;
-  env.constant_conversion_errors_at_compile_time = true;
-  env.strings_v2_format = true;
-  env.nan_ordering_errors = true;
-  env.go_map_keys = true;
-  env.kubernetes_messages = true;
-  return env;
 }
 
 constexpr std::string_view kInstantiationPrefix = "program instantiation failed: ";
@@ -440,7 +454,7 @@ absl::StatusOr<DerivedAttribute> ToDerivedAttribute(const internal::Val& v) {
 
 absl::StatusOr<Program> CompileDerivedAttribute(std::string_view expression,
                                                 const SelectorOptions& options) {
-  EnvironmentOptions env = DerivedEnvironment(options);
+  EnvironmentOptions env = DraEnvironment(options);
   absl::StatusOr<Program> program = Environment(env).Compile(expression);
   if (program.ok()) {
     DEVLET_RETURN_IF_ERROR(CheckDerivedType(program->result_type(), options.list_type_attributes));
@@ -462,36 +476,8 @@ absl::StatusOr<DerivedAttribute> EvaluateDerivedAttribute(const Program& program
                                                           const DeviceView& device,
                                                           const MatchOptions& options,
                                                           uint64_t* cost) {
-  if (absl::Status conversion = device.AttributeConversionError(); !conversion.ok()) {
-    if (cost != nullptr) *cost = 0;
-    return conversion;
-  }
-  internal::ScratchArena scratch;
-  internal::Ctx ctx(scratch.arena());
-  ctx.device = &device;
-  ctx.limit = options.cost_limit ? options.cost_limit : UINT64_MAX;
-  ctx.deadline = options.deadline;
-  ctx.cancelled = options.cancelled;
-  Activation empty;
-  ctx.activation = &empty;
-  const internal::Val v = program.impl().Run(ctx);
-  if (cost != nullptr) {
-    *cost = ctx.abort == EvalResult::Abort::kCostLimit || ctx.abort == EvalResult::Abort::kInternal
-                ? ctx.cost_at_abort
-                : ctx.cost;
-  }
-  if (v.kind == internal::VK::kError) {
-    const std::string_view msg = v.str();
-    switch (ctx.abort) {
-      case EvalResult::Abort::kDeadline: return devlet::DeadlineExceeded(msg);
-      case EvalResult::Abort::kCancelled: return devlet::Cancelled(msg);
-      case EvalResult::Abort::kCostLimit: return devlet::ResourceExhausted(msg);
-      case EvalResult::Abort::kNone:
-      case EvalResult::Abort::kInternal: return devlet::InvalidArgument(msg);
-    }
-  }
-  // Copy out of the scratch arena before it goes.
-  return ToDerivedAttribute(v);
+  // ToDerivedAttribute copies out of the scratch arena before it goes.
+  return RunOnDevice<DerivedAttribute>(program, device, options, cost, ToDerivedAttribute);
 }
 
 }  // namespace devlet::cel::dra

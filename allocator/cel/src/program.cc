@@ -255,11 +255,17 @@ class AttrNode final : public Node {
 
 class IndexNode final : public Node {
  public:
-  // The key is a qualifier: a constant costs 1, an attribute its own cost, anything else its cost
-  // plus 1 (a relative attribute). It is evaluated only once the operand resolved.
+  // The key is a qualifier, evaluated only once the operand resolved, and charged 1 as cel-go's
+  // cost observer sees a qualifier: after it applied, and in optional mode (an optional operand
+  // or `[?k]`) only when it found something. A constant key costs just that 1, anything else its
+  // own cost besides; an attribute key (a variable, a select, a conditional) is resolved through
+  // the qualifier, so its own attribute cost is that 1 (cel-go observes the qualifier, never the
+  // key attribute's evaluation), which `{q: 1}[?q]` with an invalid key or an absent entry shows.
   IndexNode(int32_t offset, NodePtr operand, NodePtr key, bool optional)
       : Node(offset), operand_(std::move(operand)), key_(std::move(key)), optional_(optional),
-        relative_cost_(operand_->is_attribute() ? 0 : 1), key_cost_(key_->is_attribute() ? 0 : 1) {}
+        relative_cost_(operand_->is_attribute() ? 0 : 1) {
+    if (key_->is_attribute()) key_->DropAttributeCost();
+  }
   Val Eval(Ctx& ctx) const override {
     Val o = operand_->Eval(ctx);
     if (o.is_error() || (o.kind == VK::kOptional && o.opt == nullptr)) {
@@ -271,7 +277,7 @@ class IndexNode final : public Node {
     // cost tracker) ends the evaluation before that.
     ctx.AddCost(relative_cost_);
     Val r = optional_ ? OptIndex(ctx, o, k) : Index(ctx, o, k);
-    if (key_cost_ != 0 && QualifierCost(o, r, optional_) != 0) ctx.AddCost(key_cost_);
+    ctx.AddCost(QualifierCost(o, r, optional_));
     return r;
   }
   bool is_attribute() const override { return true; }
@@ -287,7 +293,6 @@ class IndexNode final : public Node {
   NodePtr operand_, key_;
   bool optional_;
   uint64_t relative_cost_;
-  uint64_t key_cost_;
 };
 
 class OptSelectNode final : public Node {
@@ -1319,28 +1324,28 @@ class Planner {
     }
     Planned k = Plan(key_expr);
     Planned p;
-    const Type& t = op.type;
+    // cel-go's overloads: (list(V), int) and (map(K, V), K), and the same with optional_type(...)
+    // around the operand, which give optional_type(V) for _[_] too. A null operand matches the
+    // optional ones (null is assignable to an opaque type), any other operand none.
+    const bool optional_operand = op.type.kind() == Type::Kind::kOptional;
+    const Type& t = optional_operand ? op.type.param0() : op.type;
+    auto no_overload = [&] {
+      Error(e.offset, std::string("found no matching overload for '") + (optional ? "_[?_]" : "_[_]") +
+                          "' applied to '(" + IndexOperandName(op.type) + ", " + ArgTypeName(k.type) +
+                          ")'");
+    };
     Type elem = Type::Dyn();
+    bool typed_optional = false;  // the result is optional_type(elem) whatever `optional` says
     if (t.kind() == Type::Kind::kList) {
       elem = t.param0();
-      if (options_.type_check && IsConcreteScalar(k.type) && k.type.kind() != Type::Kind::kInt &&
-          k.type.kind() != Type::Kind::kUint && k.type.kind() != Type::Kind::kDouble) {
-        Error(e.offset, "found no matching overload for '_[_]' applied to '(" + t.DebugString() + ", " +
-                            ArgTypeName(k.type) + ")'");
-      }
+      typed_optional = optional_operand;
+      if (options_.type_check && !Assignable(Type::Int(), k.type)) no_overload();
     } else if (t.kind() == Type::Kind::kMap) {
       elem = t.param1();
-      // cel-go's index overloads are (map(K, V), K): the key's type must agree.
-      if (options_.type_check && !Assignable(t.param0(), k.type)) {
-        Error(e.offset, std::string("found no matching overload for '") +
-                            (optional ? "_[?_]" : "_[_]") + "' applied to '(map(" +
-                            ArgTypeName(t.param0()) + ", " + ArgTypeName(t.param1()) + "), " +
-                            ArgTypeName(k.type) + ")'");
-      }
-    } else if (t.kind() != Type::Kind::kDyn && t.kind() != Type::Kind::kOptional && options_.type_check &&
-               IsConcreteScalar(t)) {
-      Error(e.offset, "found no matching overload for '_[_]' applied to '(" + t.DebugString() + ", " +
-                          k.type.DebugString() + ")'");
+      typed_optional = optional_operand;
+      if (options_.type_check && !Assignable(t.param0(), k.type)) no_overload();
+    } else if (options_.type_check && !t.is_dyn() && (optional_operand || t.kind() != Type::Kind::kNull)) {
+      no_overload();
     }
     // cel-go turns a constant key into an attribute qualifier when it plans the program; a key
     // that is not a string, int, uint, bool or double fails there.
@@ -1352,7 +1357,7 @@ class Planner {
         instantiation_error_ = "invalid qualifier type: " + GoValueTypeName(*k.node->constant());
       }
     }
-    p.type = optional ? Type::Optional(elem) : elem;
+    p.type = optional || typed_optional ? Type::Optional(elem) : elem;
     p.node = std::make_unique<IndexNode>(e.offset, std::move(op.node), std::move(k.node), optional);
     return FoldIfConst(std::move(p), e.offset);
   }
@@ -1561,6 +1566,12 @@ class Planner {
   // "target.(args)" for a member call; the null type is spelled "null" there.
   static std::string ArgTypeName(const Type& t) {
     return t.kind() == Type::Kind::kNull ? std::string("null") : t.DebugString();
+  }
+  // An index operand as cel-go's overload error spells it (a map's null key or value is "null").
+  static std::string IndexOperandName(const Type& t) {
+    if (t.kind() == Type::Kind::kOptional) return "optional_type(" + IndexOperandName(t.param0()) + ")";
+    if (t.kind() != Type::Kind::kMap) return ArgTypeName(t);
+    return "map(" + ArgTypeName(t.param0()) + ", " + ArgTypeName(t.param1()) + ")";
   }
   static std::string ArgTypes(const std::vector<Planned>& args, bool member = false) {
     auto name = [](const Type& t) { return ArgTypeName(t); };

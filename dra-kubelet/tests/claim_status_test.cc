@@ -21,31 +21,7 @@ using ::testing::HasSubstr;
 using testing::TempDir;
 
 constexpr char kDriver[] = "gpu.devlet.test";
-constexpr char kUid[] = "0a5c2f0e-3b1d-4a8e-9c6f-1e2d3c4b5a61";
-
-constexpr char kClaim[] = R"(apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: c, namespace: default, uid: 0a5c2f0e-3b1d-4a8e-9c6f-1e2d3c4b5a61}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.devlet.test}
-    - name: nic
-      exactly: {deviceClassName: nic.other.test}
-status:
-  allocation:
-    devices:
-      results:
-      - {request: gpu, driver: gpu.devlet.test, pool: node-1, device: gpu-0}
-      - {request: nic, driver: nic.other.test, pool: node-1, device: eth1}
-  devices:
-  - driver: nic.other.test
-    pool: node-1
-    device: eth1
-    conditions:
-    - {type: Ready, status: "True", reason: Up, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
-)";
+constexpr const char* kUid = testing::kTwoDriverClaimUid;
 
 // ConflictingStore fails the first `conflicts` UpdateStatus calls with Aborted (409 Conflict).
 class ConflictingStore final : public kube::ObjectStore {
@@ -89,7 +65,8 @@ class ClaimStatusTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(store_, kube::ManifestStore::Open({.dir = dir_.path()}));
-    ASSERT_OK_AND_ASSIGN(kube::ResourceClaim claim, kube::DecodeOne<kube::ResourceClaim>(kClaim));
+    ASSERT_OK_AND_ASSIGN(kube::ResourceClaim claim, kube::DecodeOne<kube::ResourceClaim>(
+                                                        testing::TwoDriverClaimYaml("gpu-0")));
     ASSERT_THAT(store_->Create(claim).status(), IsOk());
   }
 

@@ -8,6 +8,7 @@
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/local.h"
+#include "devlet/dra_kubelet/testing/kubelet_client.h"
 #include "dra-health/v1/api.grpc.pb.h"
 #include "dra-health/v1alpha1/api.grpc.pb.h"
 #include "dra/v1/api.grpc.pb.h"
@@ -106,24 +107,15 @@ TEST_F(PluginTest, RegistrationPrepareHealthAndStop) {
   ASSERT_TRUE(registration->NotifyRegistrationStatus(Context().get(), status, &ignored).ok());
   EXPECT_TRUE(plugin->RegistrationStatus().registered);
 
-  auto channel = Dial(dra_socket);
-  auto v1 = drav1::DRAPlugin::NewStub(channel);
-  drav1::NodePrepareResourcesRequest prepare;
-  auto* claim = prepare.add_claims();
-  claim->set_namespace_("ns");
-  claim->set_name("c");
-  claim->set_uid("uid-c");
-  drav1::NodePrepareResourcesResponse prepared;
-  ASSERT_TRUE(v1->NodePrepareResources(Context().get(), prepare, &prepared).ok());
-  ASSERT_EQ(prepared.claims().count("uid-c"), 1u);
-  const auto& entry = prepared.claims().at("uid-c");
-  EXPECT_EQ(entry.error(), "");
+  ASSERT_OK_AND_ASSIGN(drav1::NodePrepareResourceResponse entry,
+                       testing::KubeletClient(dra_socket).Prepare({"ns", "c", "uid-c"}));
   ASSERT_EQ(entry.devices_size(), 1);
   EXPECT_EQ(entry.devices(0).device_name(), "gpu-0");
   EXPECT_FALSE(entry.devices(0).has_share_id());
   EXPECT_THAT(entry.devices(0).cdi_device_ids(),
               ElementsAre("k8s.gpu.devlet.test/claim=uid-c-gpu-0"));
 
+  auto channel = Dial(dra_socket);
   auto v1beta1 = drav1beta1::DRAPlugin::NewStub(channel);
   drav1beta1::NodeUnprepareResourcesRequest unprepare;
   auto* un_claim = unprepare.add_claims();

@@ -62,4 +62,41 @@ class FakeClaimSource final : public ClaimSource {
   std::map<std::string, ResourceClaim> claims_;
 };
 
+// kTwoDriverClaimUid is the UID of the claim TwoDriverClaimYaml describes.
+inline constexpr char kTwoDriverClaimUid[] = "0a5c2f0e-3b1d-4a8e-9c6f-1e2d3c4b5a61";
+
+// TwoDriverClaimYaml is ResourceClaim default/c, reserved for pod p: request "gpu" allocated to
+// `gpu_device` of our driver gpu.devlet.test, request "nic" to eth1 of another driver,
+// nic.other.test, which has already written its Ready entry in status.devices (ours must stay
+// beside it, untouched).
+inline std::string TwoDriverClaimYaml(const std::string& gpu_device) {
+  return R"(apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c, namespace: default, uid: )" +
+         std::string(kTwoDriverClaimUid) + R"(}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.devlet.test}
+    - name: nic
+      exactly: {deviceClassName: nic.other.test}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: gpu, driver: gpu.devlet.test, pool: node-1, device: )" +
+         gpu_device + R"(}
+      - {request: nic, driver: nic.other.test, pool: node-1, device: eth1}
+  reservedFor:
+  - {resource: pods, name: p, uid: pod-1}
+  devices:
+  - driver: nic.other.test
+    pool: node-1
+    device: eth1
+    conditions:
+    - {type: Ready, status: "True", reason: Up, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
+)";
+}
+
 }  // namespace devlet::dra_kubelet::testing

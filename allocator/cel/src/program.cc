@@ -608,8 +608,16 @@ class ListNode final : public Node {
  public:
   ListNode(int32_t offset, std::vector<NodePtr> elems, std::vector<bool> optional)
       : Node(offset), elems_(std::move(elems)), optional_(std::move(optional)) {}
+  // cel-go's cost observer charges the list once it was built (also when an element failed);
+  // a panic in an element (a map with a bytes key) ends the evaluation before that.
   Val Eval(Ctx& ctx) const override {
+    Val r = Build(ctx);
     ctx.AddCost(10);
+    return r;
+  }
+
+ private:
+  Val Build(Ctx& ctx) const {
     const auto n = static_cast<uint32_t>(elems_.size());
     Val list = ctx.ListWithCapacity(n);
     uint32_t used = 0;
@@ -628,7 +636,6 @@ class ListNode final : public Node {
     return list;
   }
 
- private:
   std::vector<NodePtr> elems_;
   std::vector<bool> optional_;
 };
@@ -637,8 +644,16 @@ class MapNode final : public Node {
  public:
   MapNode(int32_t offset, std::vector<NodePtr> kv, std::vector<bool> optional)
       : Node(offset), kv_(std::move(kv)), optional_(std::move(optional)) {}
+  // cel-go's cost observer charges the map once it was built (also when an entry failed); a
+  // panic (an unhashable key) ends the evaluation before that.
   Val Eval(Ctx& ctx) const override {
+    Val r = Build(ctx);
     ctx.AddCost(30);
+    return r;
+  }
+
+ private:
+  Val Build(Ctx& ctx) const {
     const auto n = static_cast<uint32_t>(optional_.size());
     auto* rep = ctx.arena.New<MapRep>();
     rep->keys = ctx.arena.NewArray<Val>(n);
@@ -646,9 +661,10 @@ class MapNode final : public Node {
     rep->cap = n;
     uint32_t used = 0;
     for (uint32_t i = 0; i < n; ++i) {
+      // A failed key stops the map before its value is evaluated (cel-go's evalMap).
       Val k = kv_[2 * i]->Eval(ctx);
-      Val v = kv_[2 * i + 1]->Eval(ctx);
       if (k.is_error()) return k;
+      Val v = kv_[2 * i + 1]->Eval(ctx);
       if (v.is_error()) return v;
       if (ctx.go_map_keys) {
         if (k.kind == VK::kDevice || k.kind == VK::kDeviceMap || k.kind == VK::kDomainMap) {
@@ -667,7 +683,6 @@ class MapNode final : public Node {
         // optional entry deletes it).
         if (const std::string_view panic = UnhashableKey(k, optional_[i] && v.opt == nullptr);
             !panic.empty()) {
-          ctx.cost -= 30;
           ctx.Panic(panic);
           return ctx.Error(ctx.panic_message);
         }
@@ -708,7 +723,6 @@ class MapNode final : public Node {
     return r;
   }
 
- private:
   std::vector<NodePtr> kv_;
   std::vector<bool> optional_;
 };
@@ -2077,13 +2091,11 @@ class Planner {
           vtypes.emplace_back(Type::Optional(Type::Dyn()), e.args[i]->offset);
         }
       } else {
-        // cel-go (go_map_keys) accepts double and null keys; a constant bytes key panics while
-        // Kubernetes plans the program, which devlet reports as this compile error.
-        const bool rejected =
-            options_.go_map_keys
-                ? t.kind() == Type::Kind::kBytes && a.node->constant() != nullptr
-                : t.kind() == Type::Kind::kDouble || t.kind() == Type::Kind::kNull ||
-                      t.kind() == Type::Kind::kBytes;
+        // cel-go (go_map_keys) accepts any key type at check time (bytes keys panic when the
+        // map is built: see below).
+        const bool rejected = !options_.go_map_keys &&
+                              (t.kind() == Type::Kind::kDouble || t.kind() == Type::Kind::kNull ||
+                               t.kind() == Type::Kind::kBytes);
         if (options_.type_check && IsConcreteScalar(t) && rejected) {
           Error(e.args[i]->offset, "unsupported map key type: " + t.DebugString());
         }
@@ -2115,6 +2127,18 @@ class Planner {
         Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
         c.celgo_const = celgo_const;
         return c;
+      }
+      // A bytes key panics hashing it (Ctx::Panic). cel-go builds a map of planning constants
+      // while it plans the program (OptOptimize), where nothing recovers the panic: the API
+      // server's validation of the object panics and the request fails without a response (seen
+      // with kube-apiserver v1.37.2). devlet rejects the expression; any other map panics when
+      // it is evaluated, as in Kubernetes.
+      if (ctx.aborted() && celgo_const && options_.go_map_keys && instantiation_error_.empty()) {
+        std::string_view panic = ctx.panic_message;
+        if (panic.starts_with("internal error: ")) panic.remove_prefix(16);
+        instantiation_error_ = std::string(panic) +
+                               " (cel-go panics building this constant map; Kubernetes' API server "
+                               "fails the request)";
       }
     }
     return p;

@@ -5,12 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
+#include "apiserver_fixture.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/claim_status.h"
-#include "devlet/kube/kubeconfig.h"
-#include "devlet/kube/rest_client.h"
+#include "test_util.h"
 
 namespace devlet::dra_kubelet {
 namespace {
@@ -22,61 +20,15 @@ using ::testing::HasSubstr;
 constexpr char kGpuDriver[] = "gpu.devlet.test";
 constexpr char kNicDriver[] = "nic.other.test";
 
-class ClaimStatusApiServerTest : public ::testing::Test {
+// The claims have two requests: gpu-0 allocated from our driver, eth1 from the NIC driver.
+class ClaimStatusApiServerTest : public apiserver_testing::ApiServerFixture {
  protected:
-  void SetUp() override {
-    const char* path = std::getenv("DEVLET_TEST_KUBECONFIG");
-    if (path == nullptr) GTEST_SKIP() << "run through apiserver-runner";
-    ASSERT_OK_AND_ASSIGN(kube::RestConfig config, kube::LoadKubeconfig(path));
-    config.qps = 50;
-    config.burst = 100;
-    ASSERT_OK_AND_ASSIGN(store_, kube::ApiServerStore::Create(config));
-  }
-
-  // Creates claim `name` with two requests and allocates gpu-0 (ours) and eth1 (the NIC driver's)
-  // through the status subresource, as the scheduler does.
   kube::ResourceClaim CreateAllocated(const std::string& name) {
-    absl::StatusOr<kube::ResourceClaim> claim = kube::DecodeOne<kube::ResourceClaim>(R"(
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: )" + name + R"(, namespace: default}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.devlet.test}
-    - name: nic
-      exactly: {deviceClassName: nic.other.test}
-)");
-    EXPECT_THAT(claim.status(), IsOk());
-    absl::StatusOr<kube::Object> created = store_->Create(*claim);
-    EXPECT_THAT(created.status(), IsOk());
-    kube::ResourceClaim out = std::get<kube::ResourceClaim>(*created);
-    kube::AllocationResult allocation;
-    kube::DeviceRequestAllocationResult gpu;
-    gpu.request = "gpu";
-    gpu.driver = kGpuDriver;
-    gpu.pool = "node-1";
-    gpu.device = "gpu-0";
-    kube::DeviceRequestAllocationResult nic = gpu;
-    nic.request = "nic";
-    nic.driver = kNicDriver;
-    nic.device = "eth1";
-    allocation.devices.results = {gpu, nic};
-    out.status.allocation = allocation;
-    absl::StatusOr<kube::Object> allocated = store_->UpdateStatus(out);
-    EXPECT_THAT(allocated.status(), IsOk());
-    return allocated.ok() ? std::get<kube::ResourceClaim>(*allocated) : out;
+    kube::ResourceClaim claim =
+        Decode<kube::ResourceClaim>(testing::TwoDriverClaimYaml("gpu-0"));
+    claim.metadata.name = name;
+    return ApiServerFixture::CreateAllocated(std::move(claim));
   }
-
-  kube::ResourceClaim Read(const std::string& name) {
-    absl::StatusOr<kube::ResourceClaim> claim =
-        kube::GetAs<kube::ResourceClaim>(*store_, "default", name);
-    EXPECT_THAT(claim.status(), IsOk());
-    return claim.ok() ? *claim : kube::ResourceClaim{};
-  }
-
-  std::unique_ptr<kube::ApiServerStore> store_;
 };
 
 TEST_F(ClaimStatusApiServerTest, EachDriverOwnsOnlyItsEntries) {
@@ -103,7 +55,7 @@ TEST_F(ClaimStatusApiServerTest, EachDriverOwnsOnlyItsEntries) {
   ready[0].data = R"({"uuid":"gpu-00000000-0000-0000-0000-000000000000"})";
   ASSERT_THAT(gpu_writer.SetDeviceStatus(ref, ready), IsOk());
 
-  kube::ResourceClaim both = Read("two-drivers");
+  kube::ResourceClaim both = ReadClaim("two-drivers");
   ASSERT_EQ(both.status.devices.size(), 2u);
   int ours = 0;
   for (const kube::AllocatedDeviceStatus& entry : both.status.devices) {
@@ -129,7 +81,7 @@ TEST_F(ClaimStatusApiServerTest, EachDriverOwnsOnlyItsEntries) {
 
   // Unprepare clears ours; the NIC driver's entry stays as it was.
   ASSERT_THAT(gpu_writer.SetDeviceStatus(ref, {}), IsOk());
-  kube::ResourceClaim cleared = Read("two-drivers");
+  kube::ResourceClaim cleared = ReadClaim("two-drivers");
   ASSERT_EQ(cleared.status.devices.size(), 1u);
   EXPECT_EQ(cleared.status.devices[0].driver, kNicDriver);
   EXPECT_EQ(cleared.status.devices[0].conditions[0].reason, "InterfaceUp");
@@ -151,7 +103,7 @@ TEST_F(ClaimStatusApiServerTest, ApiServerRefusesWhatIsNotOurs) {
   DeviceStatus gpu = not_allocated;
   gpu.device = "gpu-0";
   EXPECT_FALSE(gpu_writer.SetDeviceStatus({"default", "refusals", "not-the-uid"}, {gpu}).ok());
-  EXPECT_TRUE(Read("refusals").status.devices.empty());
+  EXPECT_TRUE(ReadClaim("refusals").status.devices.empty());
   // A deleted claim is NotFound (unprepare after deletion treats that as done).
   EXPECT_THAT(gpu_writer.SetDeviceStatus({"default", "never-created", "x"}, {}),
               StatusIs(absl::StatusCode::kNotFound));

@@ -3,35 +3,39 @@
 // kubelet: the claim is fetched from the API server, prepared (simulated devices, CDI specs, the
 // state/ checkpoint), and its status.devices entry written by server-side apply next to another
 // driver's; unprepare clears ours only. Skips without the runner.
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 
+#include "apiserver_fixture.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/claim_status.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
 #include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
-#include "devlet/kube/kubeconfig.h"
-#include "devlet/kube/rest_client.h"
-#include "dra/v1/api.grpc.pb.h"
+#include "devlet/dra_kubelet/testing/kubelet_client.h"
+#include "test_util.h"
 
 namespace devlet::dra_kubelet {
 namespace {
 
 using ::devlet::testing::IsOk;
+using ::devlet::testing::IsOkAndHolds;
+using ::devlet::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+using ::testing::ResultOf;
 
 constexpr char kDriver[] = "gpu.devlet.test";
 constexpr char kNicDriver[] = "nic.other.test";
+
+// PreparedGpu1 matches the kubelet's answer for a claim: prepared, with its one device gpu-1.
+auto PreparedGpu1() {
+  return IsOkAndHolds(ResultOf(&testing::DeviceNames, ElementsAre("gpu-1")));
+}
 
 // ApiServerClaims fetches claims from the API server, as devlet-node does with --kubeconfig.
 class ApiServerClaims final : public ClaimSource {
@@ -49,17 +53,11 @@ class ApiServerClaims final : public ClaimSource {
   kube::ObjectStore& store_;
 };
 
-class PreparerApiServerTest : public ::testing::Test {
+class PreparerApiServerTest : public apiserver_testing::ApiServerFixture {
  protected:
   void SetUp() override {
-    const char* path = std::getenv("DEVLET_TEST_KUBECONFIG");
-    if (path == nullptr) GTEST_SKIP() << "run through apiserver-runner";
-    ASSERT_OK_AND_ASSIGN(kube::RestConfig config, kube::LoadKubeconfig(path));
-    ASSERT_OK_AND_ASSIGN(store_, kube::ApiServerStore::Create(config));
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "dra-preparer-apiserver-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
+    ApiServerFixture::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_OK_AND_ASSIGN(checkpoint_,
                          StateCheckpointStore::Open(dir_ + "/data", kDriver, dir_ + "/cdi"));
     claims_ = std::make_unique<ApiServerClaims>(*store_);
@@ -76,50 +74,22 @@ class PreparerApiServerTest : public ::testing::Test {
     plugin_options.registrar_dir = dir_ + "/registry";
     plugin_options.plugin_data_dir = dir_ + "/data";
     ASSERT_OK_AND_ASSIGN(plugin_, KubeletPlugin::Start(plugin_options, *preparer_, nullptr));
-    stub_ = drav1::DRAPlugin::NewStub(grpc::CreateChannel("unix:" + plugin_->DraSocketPath(),
-                                                          grpc::InsecureChannelCredentials()));
+    kubelet_ = std::make_unique<testing::KubeletClient>(plugin_->DraSocketPath(),
+                                                        std::chrono::seconds(30));
   }
 
   void TearDown() override {
     if (plugin_) plugin_->Stop();
     preparer_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   // Creates claim `name` and allocates gpu-1 (ours) and eth1 (the NIC driver's) on node-1, as
   // the scheduler does; the NIC driver has already published its entry.
   kube::ResourceClaim CreateAllocated(const std::string& name) {
-    absl::StatusOr<kube::ResourceClaim> claim = kube::DecodeOne<kube::ResourceClaim>(R"(
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: )" + name + R"(, namespace: default}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.devlet.test}
-    - name: nic
-      exactly: {deviceClassName: nic.other.test}
-)");
-    EXPECT_THAT(claim.status(), IsOk());
-    absl::StatusOr<kube::Object> created = store_->Create(*claim);
-    EXPECT_THAT(created.status(), IsOk());
-    kube::ResourceClaim out = std::get<kube::ResourceClaim>(*created);
-    kube::AllocationResult allocation;
-    kube::DeviceRequestAllocationResult gpu;
-    gpu.request = "gpu";
-    gpu.driver = kDriver;
-    gpu.pool = "node-1";
-    gpu.device = "gpu-1";
-    kube::DeviceRequestAllocationResult nic = gpu;
-    nic.request = "nic";
-    nic.driver = kNicDriver;
-    nic.device = "eth1";
-    allocation.devices.results = {gpu, nic};
-    out.status.allocation = allocation;
-    absl::StatusOr<kube::Object> allocated = store_->UpdateStatus(out);
-    EXPECT_THAT(allocated.status(), IsOk());
-    out = allocated.ok() ? std::get<kube::ResourceClaim>(*allocated) : out;
+    kube::ResourceClaim claim =
+        Decode<kube::ResourceClaim>(testing::TwoDriverClaimYaml("gpu-1"));
+    claim.metadata.name = name;
+    kube::ResourceClaim out = ApiServerFixture::CreateAllocated(std::move(claim));
     KubeClaimStatusWriter nic_writer(*store_, kNicDriver);
     DeviceStatus eth1;
     eth1.pool = "node-1";
@@ -129,48 +99,8 @@ spec:
     return out;
   }
 
-  kube::ResourceClaim Read(const std::string& name) {
-    absl::StatusOr<kube::ResourceClaim> claim =
-        kube::GetAs<kube::ResourceClaim>(*store_, "default", name);
-    EXPECT_THAT(claim.status(), IsOk());
-    return claim.ok() ? *claim : kube::ResourceClaim{};
-  }
-
-  // Call sends NodePrepareResources (or NodeUnprepareResources) for one claim and returns its
-  // per-claim error ("" on success).
-  std::string Call(bool prepare, const std::string& name, const std::string& uid) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    if (prepare) {
-      drav1::NodePrepareResourcesRequest request;
-      auto* claim = request.add_claims();
-      claim->set_namespace_("default");
-      claim->set_name(name);
-      claim->set_uid(uid);
-      drav1::NodePrepareResourcesResponse response;
-      grpc::Status status = stub_->NodePrepareResources(&context, request, &response);
-      if (!status.ok()) return "rpc: " + status.error_message();
-      if (response.claims().count(uid) == 0) return "no entry";
-      const auto& entry = response.claims().at(uid);
-      if (!entry.error().empty()) return entry.error();
-      if (entry.devices_size() != 1 || entry.devices(0).device_name() != "gpu-1") {
-        return "unexpected devices";
-      }
-      return "";
-    }
-    drav1::NodeUnprepareResourcesRequest request;
-    auto* claim = request.add_claims();
-    claim->set_namespace_("default");
-    claim->set_name(name);
-    claim->set_uid(uid);
-    drav1::NodeUnprepareResourcesResponse response;
-    grpc::Status status = stub_->NodeUnprepareResources(&context, request, &response);
-    if (!status.ok()) return "rpc: " + status.error_message();
-    return response.claims().count(uid) == 0 ? "no entry" : response.claims().at(uid).error();
-  }
-
-  std::unique_ptr<kube::ApiServerStore> store_;
-  std::string dir_;
+  testing::TempDir temp_;
+  const std::string dir_ = temp_.path();
   SimulatedBackend backend_{"node-1", SimulatedBackend::Gpus(2)};
   std::unique_ptr<StateCheckpointStore> checkpoint_;
   std::unique_ptr<ApiServerClaims> claims_;
@@ -178,16 +108,16 @@ spec:
   std::unique_ptr<KubeClaimStatusWriter> writer_;
   std::unique_ptr<ClaimPreparer> preparer_;
   std::unique_ptr<KubeletPlugin> plugin_;
-  std::unique_ptr<drav1::DRAPlugin::Stub> stub_;
+  std::unique_ptr<testing::KubeletClient> kubelet_;
 };
 
 TEST_F(PreparerApiServerTest, PrepareWritesReadyAndUnprepareClearsOnlyOurs) {
   const kube::ResourceClaim claim = CreateAllocated("prepared");
   const std::string uid = claim.metadata.uid;
 
-  ASSERT_EQ(Call(true, "prepared", uid), "");
+  ASSERT_THAT(kubelet_->Prepare({"default", "prepared", uid}), PreparedGpu1());
   preparer_->WaitForStatusWrites();
-  kube::ResourceClaim after = Read("prepared");
+  kube::ResourceClaim after = ReadClaim("prepared");
   ASSERT_EQ(after.status.devices.size(), 2u);
   int ours = 0;
   for (const kube::AllocatedDeviceStatus& entry : after.status.devices) {
@@ -208,13 +138,13 @@ TEST_F(PreparerApiServerTest, PrepareWritesReadyAndUnprepareClearsOnlyOurs) {
                                       ".json"));
 
   // The kubelet repeats the call (restart): same answer, the entry is applied again unchanged.
-  ASSERT_EQ(Call(true, "prepared", uid), "");
+  ASSERT_THAT(kubelet_->Prepare({"default", "prepared", uid}), PreparedGpu1());
   preparer_->WaitForStatusWrites();
-  EXPECT_EQ(Read("prepared").status.devices.size(), 2u);
+  EXPECT_EQ(ReadClaim("prepared").status.devices.size(), 2u);
 
-  ASSERT_EQ(Call(false, "prepared", uid), "");
+  ASSERT_THAT(kubelet_->Unprepare({"default", "prepared", uid}), IsOk());
   preparer_->WaitForStatusWrites();
-  kube::ResourceClaim cleared = Read("prepared");
+  kube::ResourceClaim cleared = ReadClaim("prepared");
   ASSERT_EQ(cleared.status.devices.size(), 1u);
   EXPECT_EQ(cleared.status.devices[0].driver, kNicDriver);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/cdi/k8s." + std::string(kDriver) + "-claim_" +
@@ -225,13 +155,13 @@ TEST_F(PreparerApiServerTest, PrepareWritesReadyAndUnprepareClearsOnlyOurs) {
 // re-created): a per-claim error, nothing prepared, no status written.
 TEST_F(PreparerApiServerTest, RecreatedClaimIsRefused) {
   CreateAllocated("recreated");
-  const std::string error = Call(true, "recreated", "00000000-0000-4000-8000-000000000001");
-  EXPECT_THAT(error, HasSubstr("deleted and re-created"));
+  EXPECT_THAT(kubelet_->Prepare({"default", "recreated", "00000000-0000-4000-8000-000000000001"}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("deleted and re-created")));
   preparer_->WaitForStatusWrites();
-  EXPECT_EQ(Read("recreated").status.devices.size(), 1u);  // only the NIC driver's
+  EXPECT_EQ(ReadClaim("recreated").status.devices.size(), 1u);  // only the NIC driver's
   // A claim that does not exist at all: a per-claim error naming it.
-  EXPECT_THAT(Call(true, "missing", "00000000-0000-4000-8000-000000000002"),
-              HasSubstr("default/missing"));
+  EXPECT_THAT(kubelet_->Prepare({"default", "missing", "00000000-0000-4000-8000-000000000002"}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("default/missing")));
 }
 
 }  // namespace

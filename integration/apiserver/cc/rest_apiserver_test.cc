@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "apiserver_fixture.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/kube/kubeconfig.h"
 #include "devlet/kube/rest_client.h"
@@ -27,24 +28,8 @@ using ::testing::HasSubstr;
 
 constexpr char kDriver[] = "devlet.example.com";
 
-class ApiServerTest : public ::testing::Test {
+class ApiServerTest : public apiserver_testing::ApiServerFixture {
  protected:
-  void SetUp() override {
-    const char* path = std::getenv("DEVLET_TEST_KUBECONFIG");
-    if (path == nullptr) GTEST_SKIP() << "run through apiserver-runner";
-    ASSERT_OK_AND_ASSIGN(RestConfig config, LoadKubeconfig(path));
-    config.qps = 50;
-    config.burst = 100;
-    ASSERT_OK_AND_ASSIGN(store_, ApiServerStore::Create(config));
-  }
-
-  template <typename T>
-  static T Decode(const std::string& yaml) {
-    absl::StatusOr<T> object = DecodeOne<T>(yaml);
-    EXPECT_TRUE(object.ok()) << object.status();
-    return object.ok() ? *std::move(object) : T{};
-  }
-
   static ResourceSlice Slice(const std::string& node) {
     return Decode<ResourceSlice>(R"(
 apiVersion: resource.k8s.io/v1
@@ -75,8 +60,6 @@ spec:
       exactly: {deviceClassName: gpu.devlet.example.com}
 )");
   }
-
-  std::unique_ptr<ApiServerStore> store_;
 };
 
 TEST_F(ApiServerTest, CrudListAndErrors) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent_test_util.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/kube/client.h"
@@ -45,15 +46,7 @@ TEST(AgentApiServerTest, WaitsForTheNodeOwnsItsSlicesByItAndRepairsThem) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<kube::ApiServerStore> store,
                        kube::ApiServerStore::Create(config));
 
-  AgentOptions options;
-  options.node_name = "node-1";
-  options.cdi_root = (dir / "cdi").string();
-  options.registrar_dir = (dir / "registry").string();
-  options.plugins_dir = (dir / "plugins").string();
-  options.sysfs_root = fake.Root();
-  options.topology_xml = std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml";
-  options.nri_socket = "";
-  options.rescan_interval = 0ms;
+  AgentOptions options = testing::SimulatedServerOptions(dir, fake);
   options.health_interval = 0ms;
   options.wait_for_node = true;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store));
@@ -66,10 +59,10 @@ TEST(AgentApiServerTest, WaitsForTheNodeOwnsItsSlicesByItAndRepairsThem) {
                                       {"kind", "Node"},
                                       {"metadata", {{"name", "node-1"}, {"uid", "node-uid-1"}}}});
   std::vector<kube::ResourceSlice> slices;
-  for (int i = 0; i < 100 && slices.empty(); ++i) {
-    std::this_thread::sleep_for(100ms);
+  testing::Eventually([&] {
     slices = Slices(*store);
-  }
+    return !slices.empty();
+  });
   ASSERT_FALSE(slices.empty()) << "no slices within 10 s of the Node appearing";
   EXPECT_TRUE(agent->Status().node_found);
   for (const kube::ResourceSlice& slice : slices) {
@@ -85,10 +78,10 @@ TEST(AgentApiServerTest, WaitsForTheNodeOwnsItsSlicesByItAndRepairsThem) {
     ASSERT_OK(store->Delete(kube::Kind::kResourceSlice, {.name = slice.metadata.name}, ""));
   }
   std::vector<kube::ResourceSlice> repaired;
-  for (int i = 0; i < 100 && repaired.size() != slices.size(); ++i) {
-    std::this_thread::sleep_for(100ms);
+  testing::Eventually([&] {
     repaired = Slices(*store);
-  }
+    return repaired.size() == slices.size();
+  });
   EXPECT_EQ(repaired.size(), slices.size());
   agent->Stop();
   fs::remove_all(dir);

@@ -17,9 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "agent_test_util.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/devices/watcher.h"
+#include "devlet/dra_kubelet/testing/kubelet_client.h"
 #include "devlet/kube/client.h"
 #include "devlet/node/adapters.h"
 #include "devlet/node/agent.h"
@@ -30,7 +32,6 @@
 #include "devlet/nri/socket.h"
 #include "nlohmann/json.hpp"
 #include "dra-health/v1/api.grpc.pb.h"
-#include "dra/v1/api.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -38,6 +39,9 @@ namespace devlet::node {
 namespace {
 
 namespace fs = std::filesystem;
+namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+using ::devlet::dra_kubelet::testing::KubeletClient;
+using ::devlet::node::testing::Eventually;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -67,6 +71,56 @@ std::string HttpRequest(int port, const std::string& method, const std::string& 
   return response;
 }
 
+// HealthStream is the kubelet's DRAResourceHealth (v1) stream on the agent's DRA socket.
+class HealthStream {
+ public:
+  explicit HealthStream(const std::string& dra_socket)
+      : stub_(::v1::DRAResourceHealth::NewStub(grpc::CreateChannel(
+            "unix://" + dra_socket, grpc::InsecureChannelCredentials()))) {
+    context_.set_deadline(std::chrono::system_clock::now() + 20s);
+    reader_ = stub_->NodeWatchResources(&context_, {});
+  }
+  ~HealthStream() { Close(); }
+
+  // Read reads the next snapshot; false when the stream has ended.
+  bool Read() { return reader_->Read(&snapshot_); }
+
+  // Entry returns `device`'s entry in the last snapshot, or nullptr.
+  const ::v1::DeviceHealth* Entry(const std::string& device) const {
+    for (const ::v1::DeviceHealth& entry : snapshot_.devices()) {
+      if (entry.device().device_name() == device) return &entry;
+    }
+    return nullptr;
+  }
+
+  // ReadUntil reads snapshots until `device` has health `want` in one (the last snapshot read
+  // counts), at most `reads` more; false when it never has.
+  bool ReadUntil(const std::string& device, int want, int reads = 10) {
+    for (int i = 0; i < reads; ++i) {
+      const ::v1::DeviceHealth* entry = Entry(device);
+      if (entry != nullptr && entry->health() == want) return true;
+      if (!Read()) return false;
+    }
+    return false;
+  }
+
+  const ::v1::NodeWatchResourcesResponse& snapshot() const { return snapshot_; }
+
+  // Close ends the stream from the kubelet's side (the tests do so before they stop the agent).
+  void Close() {
+    if (reader_ == nullptr) return;
+    context_.TryCancel();
+    reader_->Finish();
+    reader_.reset();
+  }
+
+ private:
+  std::unique_ptr<::v1::DRAResourceHealth::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<::v1::NodeWatchResourcesResponse>> reader_;
+  ::v1::NodeWatchResourcesResponse snapshot_;
+};
+
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -80,18 +134,14 @@ class AgentTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  AgentOptions Options() {
-    AgentOptions options;
-    options.node_name = "node-1";
-    options.cdi_root = (dir_ / "cdi").string();
-    options.registrar_dir = (dir_ / "registry").string();
-    options.plugins_dir = (dir_ / "plugins").string();
-    options.sysfs_root = fake_.Root();
-    options.topology_xml = std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml";
-    options.nri_socket = "";
-    options.rescan_interval = 0ms;
-    options.health_interval = std::chrono::hours(1);  // the tests call CheckHealthNow
-    return options;
+  AgentOptions Options() { return testing::SimulatedServerOptions(dir_, fake_); }
+
+  // CreateClaim stores the ResourceClaim in `yaml` where the agent reads claims.
+  void CreateClaim(const std::string& yaml) {
+    absl::StatusOr<std::vector<kube::Object>> objects = kube::Decode(yaml);
+    ASSERT_OK(objects.status());
+    ASSERT_EQ(objects->size(), 1u);
+    ASSERT_OK(store_->Create(objects->at(0)).status());
   }
 
   // Taints returns the taints of every published device that has some.
@@ -184,29 +234,9 @@ TEST_F(AgentTest, AerErrorsTaintUntilQuietChecks) {
   EXPECT_EQ(agent->CheckHealthNow(), 0);
   EXPECT_THAT(Taints(), IsEmpty());
 
-  auto channel = grpc::CreateChannel("unix://" + agent->Status().dra_socket,
-                                     grpc::InsecureChannelCredentials());
-  auto health = ::v1::DRAResourceHealth::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 20s);
-  auto reader = health->NodeWatchResources(&context, {});
-  ::v1::NodeWatchResourcesResponse snapshot;
-  ASSERT_TRUE(reader->Read(&snapshot));
-  auto entry_of = [&](const std::string& device) -> const ::v1::DeviceHealth* {
-    for (const auto& entry : snapshot.devices()) {
-      if (entry.device().device_name() == device) return &entry;
-    }
-    return nullptr;
-  };
-  auto read_until = [&](int want) {
-    for (int i = 0; i < 10; ++i) {
-      const ::v1::DeviceHealth* entry = entry_of("gpu-3");
-      if (entry != nullptr && entry->health() == want) return true;
-      if (!reader->Read(&snapshot)) return false;
-    }
-    return false;
-  };
-  ASSERT_TRUE(read_until(::v1::HEALTHY));
+  HealthStream health(agent->Status().dra_socket);
+  ASSERT_TRUE(health.Read());
+  ASSERT_TRUE(health.ReadUntil("gpu-3", ::v1::HEALTHY));
 
   // Two new non-fatal errors.
   ASSERT_OK(fake_.SetAerCounter(kGpu3, "nonfatal", 6));
@@ -216,9 +246,9 @@ TEST_F(AgentTest, AerErrorsTaintUntilQuietChecks) {
   EXPECT_EQ(taints["gpu-3"][0].key, "devlet.io/unhealthy");
   EXPECT_EQ(taints["gpu-3"][0].value, "AERNonFatalError");
   EXPECT_EQ(taints["gpu-3"][0].effect, "NoSchedule");
-  ASSERT_TRUE(read_until(::v1::UNHEALTHY));
-  EXPECT_THAT(entry_of("gpu-3")->message(), HasSubstr("AERNonFatalError"));
-  EXPECT_THAT(entry_of("gpu-3")->message(), HasSubstr("2 new non-fatal PCIe AER error(s)"));
+  ASSERT_TRUE(health.ReadUntil("gpu-3", ::v1::UNHEALTHY));
+  EXPECT_THAT(health.Entry("gpu-3")->message(), HasSubstr("AERNonFatalError"));
+  EXPECT_THAT(health.Entry("gpu-3")->message(), HasSubstr("2 new non-fatal PCIe AER error(s)"));
 
   // A fatal error: NoExecute.
   ASSERT_OK(fake_.SetAerCounter(kGpu3, "fatal", 1));
@@ -234,9 +264,8 @@ TEST_F(AgentTest, AerErrorsTaintUntilQuietChecks) {
   EXPECT_EQ(Taints()["gpu-3"][0].value, "AERFatalError");
   EXPECT_EQ(agent->CheckHealthNow(), 0);
   EXPECT_THAT(Taints(), IsEmpty());
-  EXPECT_TRUE(read_until(::v1::HEALTHY));
-  context.TryCancel();
-  reader->Finish();
+  EXPECT_TRUE(health.ReadUntil("gpu-3", ::v1::HEALTHY));
+  health.Close();
   agent->Stop();
 }
 
@@ -277,45 +306,21 @@ TEST_F(AgentTest, MetricsAndHealthzOverHttp) {
 
 TEST_F(AgentTest, KubeletHealthStreamReportsUnhealthyAndRecovery) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
-  auto channel = grpc::CreateChannel("unix://" + agent->Status().dra_socket,
-                                     grpc::InsecureChannelCredentials());
-  auto health = ::v1::DRAResourceHealth::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 20s);
-  auto reader = health->NodeWatchResources(&context, {});
-  ::v1::NodeWatchResourcesResponse snapshot;
-  ASSERT_TRUE(reader->Read(&snapshot));
-  auto health_of = [&](const std::string& device) {
-    for (const auto& entry : snapshot.devices()) {
-      if (entry.device().device_name() == device) return static_cast<int>(entry.health());
-    }
-    return -1;
-  };
-  EXPECT_EQ(health_of("nic-0"), ::v1::HEALTHY);
-  EXPECT_EQ(snapshot.devices(0).device().pool_name(), "node-1");
+  HealthStream health(agent->Status().dra_socket);
+  ASSERT_TRUE(health.Read());
+  ASSERT_NE(health.Entry("nic-0"), nullptr);
+  EXPECT_EQ(health.Entry("nic-0")->health(), ::v1::HEALTHY);
+  EXPECT_EQ(health.snapshot().devices(0).device().pool_name(), "node-1");
 
   ASSERT_OK(fake_.SetOperstate(kNic0, "down"));
   agent->CheckHealthNow();
-  bool unhealthy = false;
-  for (int i = 0; i < 10 && !unhealthy && reader->Read(&snapshot); ++i) {
-    unhealthy = health_of("nic-0") == ::v1::UNHEALTHY;
-  }
-  ASSERT_TRUE(unhealthy);
-  for (const auto& entry : snapshot.devices()) {
-    if (entry.device().device_name() == "nic-0") {
-      EXPECT_THAT(entry.message(), HasSubstr("LinkDown"));
-    }
-  }
+  ASSERT_TRUE(health.ReadUntil("nic-0", ::v1::UNHEALTHY));
+  EXPECT_THAT(health.Entry("nic-0")->message(), HasSubstr("LinkDown"));
 
   ASSERT_OK(fake_.SetOperstate(kNic0, "up"));
   agent->CheckHealthNow();
-  bool healthy = false;
-  for (int i = 0; i < 10 && !healthy && reader->Read(&snapshot); ++i) {
-    healthy = health_of("nic-0") == ::v1::HEALTHY;
-  }
-  EXPECT_TRUE(healthy);
-  context.TryCancel();
-  reader->Finish();
+  EXPECT_TRUE(health.ReadUntil("nic-0", ::v1::HEALTHY));
+  health.Close();
   agent->Stop();
 }
 
@@ -337,9 +342,7 @@ TEST_F(AgentTest, UeventRescanRepublishesWithoutTheUnpluggedDevice) {
   uevents.Push({.action = "remove",
                 .devpath = "/devices/pci0000:b7/0000:b7:02.0/0000:b9:00.0",
                 .subsystem = "pci"});
-  for (int i = 0; i < 100 && agent->Status().slice_generation == generation; ++i) {
-    std::this_thread::sleep_for(100ms);
-  }
+  Eventually([&] { return agent->Status().slice_generation != generation; });
   EXPECT_GT(agent->Status().slice_generation, generation);
   std::vector<std::string> after = DeviceNames();
   EXPECT_THAT(after, Not(::testing::Contains("gpu-7")));
@@ -358,16 +361,16 @@ TEST_F(AgentTest, DeletedSlicesAreRepairedThroughTheWatch) {
     ASSERT_OK(store_->Delete(kube::Kind::kResourceSlice, {.name = slice.metadata.name}));
   }
   std::vector<std::string> names;
-  for (int i = 0; i < 100 && names.empty(); ++i) {
-    std::this_thread::sleep_for(100ms);
+  Eventually([&] {
     names = DeviceNames();
-  }
+    return !names.empty();
+  });
   EXPECT_EQ(names.size(), 12u);  // 8 GPUs, 2 NICs, 2 CPU devices
   agent->Stop();
 }
 
 TEST_F(AgentTest, PreparedClaimGetsReadyStatusAndUnprepareClearsIt) {
-  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+  ASSERT_NO_FATAL_FAILURE(CreateClaim(R"(
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: train, namespace: ml, uid: claim-uid-1}
@@ -378,32 +381,17 @@ status:
       results: [{request: gpu, driver: devlet.io, pool: node-1, device: gpu-0}]
   reservedFor: [{resource: pods, name: p, uid: pod-uid-1}]
 )"));
-  ASSERT_OK(store_->Create(objects.at(0)).status());
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(Options(), *store_));
-  namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
-  auto dra = drav1::DRAPlugin::NewStub(grpc::CreateChannel(
-      "unix://" + agent->Status().dra_socket, grpc::InsecureChannelCredentials()));
-  auto claim_ref = [](auto* claim) {
-    claim->set_namespace_("ml");
-    claim->set_name("train");
-    claim->set_uid("claim-uid-1");
-  };
-  {
-    drav1::NodePrepareResourcesRequest request;
-    claim_ref(request.add_claims());
-    drav1::NodePrepareResourcesResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 20s);
-    ASSERT_TRUE(dra->NodePrepareResources(&context, request, &response).ok());
-    ASSERT_EQ(response.claims().at("claim-uid-1").error(), "");
-  }
+  KubeletClient kubelet(agent->Status().dra_socket);
+  const dra_kubelet::ClaimRef train{"ml", "train", "claim-uid-1"};
+  ASSERT_OK(kubelet.Prepare(train).status());
   // The status is written off the kubelet's path: wait for it.
   auto devices = [&] {
     absl::StatusOr<kube::ResourceClaim> claim =
         kube::GetAs<kube::ResourceClaim>(*store_, "ml", "train");
     return claim.ok() ? claim->status.devices : std::vector<kube::AllocatedDeviceStatus>{};
   };
-  for (int i = 0; i < 500 && devices().empty(); ++i) std::this_thread::sleep_for(10ms);
+  Eventually([&] { return !devices().empty(); }, 5s, 10ms);
   std::vector<kube::AllocatedDeviceStatus> written = devices();
   ASSERT_EQ(written.size(), 1u);
   EXPECT_EQ(written[0].driver, "devlet.io");
@@ -413,16 +401,8 @@ status:
   EXPECT_EQ(written[0].conditions[0].type, "Ready");
   EXPECT_EQ(written[0].conditions[0].status, "True");
 
-  {
-    drav1::NodeUnprepareResourcesRequest request;
-    claim_ref(request.add_claims());
-    drav1::NodeUnprepareResourcesResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 20s);
-    ASSERT_TRUE(dra->NodeUnprepareResources(&context, request, &response).ok());
-    ASSERT_EQ(response.claims().at("claim-uid-1").error(), "");
-  }
-  for (int i = 0; i < 500 && !devices().empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_OK(kubelet.Unprepare(train));
+  Eventually([&] { return devices().empty(); }, 5s, 10ms);
   EXPECT_THAT(devices(), IsEmpty());
   agent->Stop();
 }
@@ -433,7 +413,7 @@ status:
 // sysfs shows it, the pod's IPs as CIDRs) and publishes the same in status.devices; the file
 // is the one the container's CDI mount names; unprepare removes it.
 TEST_F(AgentTest, NriRunPodSandboxAddsNetworkData) {
-  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+  ASSERT_NO_FATAL_FAILURE(CreateClaim(R"(
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: fast-net, namespace: net, uid: claim-uid-nic}
@@ -444,7 +424,6 @@ status:
       results: [{request: nic, driver: devlet.io, pool: node-1, device: nic-0}]
   reservedFor: [{resource: pods, name: p, uid: pod-uid-nic}]
 )"));
-  ASSERT_OK(store_->Create(objects.at(0)).status());
   AgentOptions options = Options();
   // A short path: sun_path holds 108 bytes.
   options.nri_socket = "/tmp/node-agent-nri-" + std::to_string(::getpid()) + ".sock";
@@ -456,28 +435,12 @@ status:
   ASSERT_OK(runtime->Configure({}).status());
   ASSERT_OK(runtime->Synchronize({}, {}).status());
 
-  namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
-  auto dra = drav1::DRAPlugin::NewStub(grpc::CreateChannel(
-      "unix://" + agent->Status().dra_socket, grpc::InsecureChannelCredentials()));
-  auto claim_ref = [](auto* claim) {
-    claim->set_namespace_("net");
-    claim->set_name("fast-net");
-    claim->set_uid("claim-uid-nic");
-  };
-  std::vector<std::string> cdi_ids;
-  {
-    drav1::NodePrepareResourcesRequest request;
-    claim_ref(request.add_claims());
-    drav1::NodePrepareResourcesResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 20s);
-    ASSERT_TRUE(dra->NodePrepareResources(&context, request, &response).ok());
-    const auto& prepared = response.claims().at("claim-uid-nic");
-    ASSERT_EQ(prepared.error(), "");
-    ASSERT_EQ(prepared.devices_size(), 1);
-    cdi_ids.assign(prepared.devices(0).cdi_device_ids().begin(),
-                   prepared.devices(0).cdi_device_ids().end());
-  }
+  KubeletClient kubelet(agent->Status().dra_socket);
+  const dra_kubelet::ClaimRef fast_net{"net", "fast-net", "claim-uid-nic"};
+  ASSERT_OK_AND_ASSIGN(drav1::NodePrepareResourceResponse prepared, kubelet.Prepare(fast_net));
+  ASSERT_EQ(prepared.devices_size(), 1);
+  const std::vector<std::string> cdi_ids(prepared.devices(0).cdi_device_ids().begin(),
+                                         prepared.devices(0).cdi_device_ids().end());
   const fs::path metadata_dir = dir_ / "plugins/devlet.io/dra-device-metadata/net_fast-net";
   const fs::path metadata_file = metadata_dir / "nic/metadata.json";
   auto first_object = [&]() -> nlohmann::json {
@@ -517,7 +480,7 @@ status:
     if (!claim.ok() || claim->status.devices.empty()) return std::nullopt;
     return claim->status.devices[0].network_data;
   };
-  for (int i = 0; i < 500 && !network_data(); ++i) std::this_thread::sleep_for(10ms);
+  Eventually([&] { return network_data().has_value(); }, 5s, 10ms);
   std::optional<kube::NetworkDeviceData> published = network_data();
   ASSERT_TRUE(published.has_value());
   EXPECT_EQ(published->interface_name, "ens1f0np0");
@@ -544,15 +507,7 @@ status:
   ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
   EXPECT_EQ(first_object()["metadata"]["generation"], 2);
 
-  {
-    drav1::NodeUnprepareResourcesRequest request;
-    claim_ref(request.add_claims());
-    drav1::NodeUnprepareResourcesResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 20s);
-    ASSERT_TRUE(dra->NodeUnprepareResources(&context, request, &response).ok());
-    ASSERT_EQ(response.claims().at("claim-uid-nic").error(), "");
-  }
+  ASSERT_OK(kubelet.Unprepare(fast_net));
   EXPECT_FALSE(fs::exists(metadata_dir));
   EXPECT_FALSE(fs::exists(dir_ / "cdi/devlet.io_metadata_claim-uid-nic_nic.json"));
   // A pod whose claims are gone: RunPodSandbox still succeeds.

@@ -197,7 +197,9 @@ Val RegexFind(Ctx& ctx, const Regex& re, std::string_view text);
 Val RegexFindAll(Ctx& ctx, const Regex& re, std::string_view text, int64_t limit);
 
 // Timestamps and durations (time.cc).
-std::string FormatTimestamp(int64_t seconds, uint32_t nanos);  // RFC 3339, UTC, trimmed nanos
+// RFC 3339 with trimmed nanos, as Go's time.RFC3339Nano prints a time whose location is
+// `tz_minutes` east of UTC ("Z" for 0).
+std::string FormatTimestamp(int64_t seconds, uint32_t nanos, int tz_minutes = 0);
 std::string FormatDuration(int64_t seconds, uint32_t nanos);   // "1.5s"
 // The duration in int64 nanoseconds (int(duration)); `overflow` when it does not fit.
 int64_t DurationNanosSaturated(const Val& v, bool* overflow);

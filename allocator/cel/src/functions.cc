@@ -482,7 +482,8 @@ Val ToString(Ctx& ctx, const Val* a, uint32_t n) {
       if (!Utf8Valid(x.str())) return ctx.Error("invalid UTF-8 in bytes, cannot convert to string");
       return Val::Str(x.str());
     case VK::kType: return Val::Str(x.str());
-    case VK::kTimestamp: return ctx.String(FormatTimestamp(x.i, x.n));
+    // Go's Time.Format keeps the location time.Parse gave it.
+    case VK::kTimestamp: return ctx.String(FormatTimestamp(x.i, x.n, x.tz_minutes));
     case VK::kDuration: return ctx.String(FormatDuration(x.i, x.n));
     case VK::kIP: return ctx.String(x.ip->ToString());
     case VK::kCIDR: return ctx.String(x.cidr->ToString());
@@ -785,7 +786,10 @@ bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* 
     case VK::kBool: *out += v.b ? "true" : "false"; return true;
     case VK::kNull: *out += "null"; return true;
     case VK::kType: *out += std::string(v.str()); return true;
-    case VK::kTimestamp: *out += FormatTimestamp(v.i, v.n); return true;
+    // strings v2 (Kubernetes) prints the time in UTC; v1 converts it with string().
+    case VK::kTimestamp:
+      *out += FormatTimestamp(v.i, v.n, ctx.strict_format ? 0 : v.tz_minutes);
+      return true;
     case VK::kDuration: *out += FormatDuration(v.i, v.n); return true;
     case VK::kList: {
       *out += "[";

@@ -1,8 +1,12 @@
 // google.protobuf.Timestamp and google.protobuf.Duration values: timestamp(), duration(), their
-// string forms, arithmetic helpers and the get* accessors (time zones through absl/cctz, which
-// reads the system zoneinfo).
+// string forms, arithmetic helpers and the get* accessors (named time zones through absl/cctz,
+// which reads the system zoneinfo). Nothing here reads the process's own zone (TZ, /etc/localtime):
+// results equal cel-go's in Kubernetes' API server, whose time.Local is UTC.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -10,6 +14,7 @@
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "devlet/common/strings.h"
 #include "eval.h"
 
 namespace devlet::cel::internal {
@@ -212,7 +217,10 @@ Val Timestamp(Ctx& ctx, const Val* a, uint32_t n) {
     return ctx.Error("type conversion error from 'string' to 'google.protobuf.Timestamp'");
   }
   Val r = MakeTimestamp(ctx, seconds, nanos);
-  if (!r.is_error()) r.sub = TimestampZone(offset);
+  if (!r.is_error()) {
+    r.sub = TimestampZone(offset);
+    r.tz_minutes = static_cast<int16_t>(offset.value_or(0) / 60);
+  }
   return r;
 }
 
@@ -226,24 +234,87 @@ Val Duration(Ctx& ctx, const Val* a, uint32_t n) {
   return MakeDuration(ctx, nanos);
 }
 
-// Resolves the optional time zone argument: "UTC", an IANA name, or a fixed offset [+-]HH:MM.
-bool Zone(std::string_view name, absl::TimeZone* tz) {
-  if (name.empty()) {
-    *tz = absl::UTCTimeZone();
-    return true;
-  }
-  int64_t h, m;
+// Go's strconv.Atoi (base 10, an optional sign, no spaces or underscores), with its error text.
+bool GoAtoi(std::string_view s, int64_t* out, std::string* error) {
   size_t p = 0;
-  int sign = 1;
-  if (name[0] == '+' || name[0] == '-') {
-    sign = name[0] == '-' ? -1 : 1;
-    p = 1;
+  const bool neg = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) p = 1;
+  if (p == s.size()) {
+    *error = "strconv.Atoi: parsing " + GoQuote(s) + ": invalid syntax";
+    return false;
   }
-  if (name.size() == p + 5 && Digits(name, p, 2, &h) && name[p + 2] == ':' && Digits(name, p + 3, 2, &m)) {
-    *tz = absl::FixedTimeZone(static_cast<int>(sign * (h * 3600 + m * 60)));
+  uint64_t v = 0;
+  bool overflow = false;
+  for (size_t i = p; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') {
+      *error = "strconv.Atoi: parsing " + GoQuote(s) + ": invalid syntax";
+      return false;
+    }
+    const uint64_t d = static_cast<uint64_t>(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) {
+      overflow = true;
+    } else {
+      v = v * 10 + d;
+    }
+  }
+  if (overflow || v > (neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1)) {
+    *error = "strconv.Atoi: parsing " + GoQuote(s) + ": value out of range";
+    return false;
+  }
+  *out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// The zone argument of the get* accessors, as cel-go's stdlib inTimeZone resolves it: with a ':'
+// it is "hours:minutes" (Go's Atoi each, any values, the minutes subtracted when the text starts
+// with '-'), a fixed offset of any size; otherwise Go's time.LoadLocation: "" and "UTC" are UTC,
+// "Local" is time.Local, which is UTC in Kubernetes' API server (never the host's zone here), a
+// name with ".." or a leading '/' or '\\' is refused, anything else is a zoneinfo file.
+// `*offset` is set for fixed offsets (seconds east of UTC), `*tz` otherwise.
+bool Zone(std::string_view name, absl::TimeZone* tz, std::optional<int64_t>* offset,
+          std::string* error) {
+  *offset = std::nullopt;
+  *tz = absl::UTCTimeZone();
+  const size_t colon = name.find(':');
+  if (colon != std::string_view::npos) {
+    int64_t hours, minutes;
+    if (!GoAtoi(name.substr(0, colon), &hours, error) ||
+        !GoAtoi(name.substr(colon + 1), &minutes, error)) {
+      return false;
+    }
+    // Go: offset = hr*60 -/+ min in int, then time.Duration(offset) * time.Minute, Seconds(),
+    // int(): int64 arithmetic that wraps, then a truncating division.
+    const uint64_t h = static_cast<uint64_t>(hours) * 60;
+    const uint64_t m = static_cast<uint64_t>(minutes);
+    const auto total_minutes = static_cast<int64_t>(name[0] == '-' ? h - m : h + m);
+    const auto nanos = static_cast<int64_t>(static_cast<uint64_t>(total_minutes) * 60'000'000'000ULL);
+    *offset = nanos / 1'000'000'000;
     return true;
   }
-  return absl::LoadTimeZone(std::string(name), tz);
+  // "localtime" is a zoneinfo link to /etc/localtime (Debian), the host's zone: taken as UTC like
+  // time.Local, so that no host setting changes a result.
+  if (name.empty() || name == "UTC" || name == "Local" || name == "localtime") return true;
+  if (name.find("..") != std::string_view::npos || name[0] == '/' || name[0] == '\\') {
+    *error = "time: invalid location name";
+    return false;
+  }
+  // absl takes "UTC0" as UTC without a file (Go has none); it refuses the leap-second "right/"
+  // zones, which Go reads ignoring the leap seconds: the zone without the prefix differs only by
+  // those seconds around its transitions.
+  std::string file(name.starts_with("right/") ? name.substr(6) : name);
+  if (name != "UTC0" && absl::LoadTimeZone(file, tz)) return true;
+  // A file that is not zoneinfo data (zone.tab) is Go's "malformed time zone information".
+  const char* dir = std::getenv("TZDIR");
+  struct stat st;
+  if (name != "UTC0" &&
+      stat(((dir != nullptr && *dir != '\0' ? std::string(dir) : "/usr/share/zoneinfo") + "/" + file).c_str(),
+           &st) == 0 &&
+      S_ISREG(st.st_mode)) {
+    *error = "malformed time zone information";
+  } else {
+    *error = "unknown time zone " + std::string(name);
+  }
+  return false;
 }
 
 enum class Part { kFullYear, kMonth, kDate, kDayOfMonth, kDayOfWeek, kDayOfYear, kHours, kMinutes, kSeconds, kMillis };
@@ -266,11 +337,13 @@ Val Get(Ctx& ctx, const Val* a, uint32_t n) {
   }
   if (a[0].kind != VK::kTimestamp || (n == 2 && a[1].kind != VK::kString)) NO_OVERLOAD(name);
   absl::TimeZone tz;
-  if (!Zone(n == 2 ? a[1].str() : std::string_view(), &tz)) {
-    return ctx.Error("unknown time zone '" + std::string(a[1].str()) + "'");
-  }
+  std::optional<int64_t> offset;
+  std::string error;
+  if (!Zone(n == 2 ? a[1].str() : std::string_view(), &tz, &offset, &error)) return ctx.Error(error);
   const absl::Time t = absl::FromUnixSeconds(a[0].i) + absl::Nanoseconds(a[0].n);
-  const absl::CivilSecond cs = absl::ToCivilSecond(t, tz);
+  // A fixed offset of any size (Go's FixedZone has no bounds; absl's is limited to a day).
+  const absl::CivilSecond cs = offset ? absl::ToCivilSecond(t + absl::Seconds(*offset), absl::UTCTimeZone())
+                                      : absl::ToCivilSecond(t, tz);
   switch (kPart) {
     case Part::kFullYear: return Val::Int(cs.year());
     case Part::kMonth: return Val::Int(cs.month() - 1);
@@ -293,8 +366,9 @@ Val Get(Ctx& ctx, const Val* a, uint32_t n) {
 #undef NO_OVERLOAD
 }  // namespace
 
-std::string FormatTimestamp(int64_t seconds, uint32_t nanos) {
-  const absl::CivilSecond cs = absl::ToCivilSecond(absl::FromUnixSeconds(seconds), absl::UTCTimeZone());
+std::string FormatTimestamp(int64_t seconds, uint32_t nanos, int tz_minutes) {
+  const absl::CivilSecond cs =
+      absl::ToCivilSecond(absl::FromUnixSeconds(seconds) + absl::Minutes(tz_minutes), absl::UTCTimeZone());
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d", static_cast<int>(cs.year()), cs.month(),
                 cs.day(), cs.hour(), cs.minute(), cs.second());
@@ -305,7 +379,10 @@ std::string FormatTimestamp(int64_t seconds, uint32_t nanos) {
     while (frac.back() == '0') frac.pop_back();
     out += frac;
   }
-  return out + "Z";
+  if (tz_minutes == 0) return out + "Z";
+  const int m = tz_minutes < 0 ? -tz_minutes : tz_minutes;
+  std::snprintf(buf, sizeof(buf), "%c%02d:%02d", tz_minutes < 0 ? '-' : '+', m / 60, m % 60);
+  return out + buf;
 }
 
 std::string FormatDuration(int64_t seconds, uint32_t nanos) {
@@ -344,6 +421,7 @@ Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
     if (secs < kMinSeconds || secs > kMaxSeconds) return ctx.Error("timestamp out of range");
     Val r = MakeTimestamp(ctx, static_cast<int64_t>(secs), static_cast<int64_t>(rem));
     r.sub = x.sub;  // Go's Time.Add keeps the location
+    r.tz_minutes = x.tz_minutes;
     return r;
   }
   if (!subtract && x.kind == VK::kDuration && y.kind == VK::kTimestamp) return TimeAdd(ctx, y, x, false);

@@ -168,6 +168,9 @@ struct DomainRef {
 struct Val {
   VK kind = VK::kNull;
   uint8_t sub = 0;
+  // kTimestamp: the UTC offset of its Go location in minutes (time.Parse keeps "+05:30"; Go's
+  // RFC 3339 offsets are within +-23:59), which string() prints; 0 for UTC and time.Local.
+  int16_t tz_minutes = 0;
   uint32_t n = 0;  // byte length of strings/bytes/errors/type names; list and map sizes
   union {
     bool b;

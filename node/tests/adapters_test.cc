@@ -60,6 +60,23 @@ dra_kubelet::DevicePrepareRequest Request(const std::string& device) {
   return request;
 }
 
+// CompletedRecord is claim `ref` prepared (PrepareCompleted) for pod "pod-uid": one device of
+// pool node-1 for `request`, on NUMA node 1.
+dra_kubelet::ClaimRecord CompletedRecord(const dra_kubelet::ClaimRef& ref,
+                                         const std::string& request, const std::string& device) {
+  dra_kubelet::ClaimRecord record;
+  record.claim = ref;
+  record.state = dra_kubelet::ClaimState::kPrepareCompleted;
+  record.pod_uids = {"pod-uid"};
+  dra_kubelet::PreparedDeviceRecord prepared;
+  prepared.requests = {request};
+  prepared.pool = "node-1";
+  prepared.device = device;
+  prepared.prepared.attributes["resource.kubernetes.io/numaNode"] = std::int64_t{1};
+  record.devices.push_back(prepared);
+  return record;
+}
+
 TEST_F(AdaptersTest, BackendPreparesAGpuWithItsNumaNodeAndNodes) {
   ASSERT_OK(devices::testing::AddGpuServer(fake_));
   DevicesBackend backend(
@@ -241,17 +258,8 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   spec.devices.push_back({"claim-uid-gpu-0", {{"A=1"}, {{"/dev/dri/card1", "", ""}}, {}}});
   ASSERT_OK(cdi.WriteSpec("k8s.gpu.devlet.io-claim_claim-uid.json", spec));
 
-  dra_kubelet::ClaimRecord record;
-  record.claim = {"ml", "train", "claim-uid"};
-  record.state = dra_kubelet::ClaimState::kPrepareCompleted;
-  record.pod_uids = {"pod-uid"};
-  dra_kubelet::PreparedDeviceRecord device;
-  device.requests = {"gpu"};
-  device.pool = "node-1";
-  device.device = "gpu-0";
-  device.prepared.attributes["resource.kubernetes.io/numaNode"] = std::int64_t{1};
-  device.cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-0"};
-  record.devices.push_back(device);
+  dra_kubelet::ClaimRecord record = CompletedRecord({"ml", "train", "claim-uid"}, "gpu", "gpu-0");
+  record.devices[0].cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-0"};
   record.cdi_spec_files = {"k8s.gpu.devlet.io-claim_claim-uid.json"};
   ASSERT_OK(checkpoint->Put(record));
   dra_kubelet::ClaimRecord started = record;
@@ -311,17 +319,9 @@ status:
   const std::string cdi_root = (dir_ / "cdi").string();
   ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
                                             (dir_ / "state").string(), "devlet.io", cdi_root));
-  dra_kubelet::ClaimRecord record;
-  record.claim = {"ml", "cpus", "cpu-claim-uid"};
-  record.state = dra_kubelet::ClaimState::kPrepareCompleted;
-  record.pod_uids = {"pod-uid"};
-  dra_kubelet::PreparedDeviceRecord device;
-  device.requests = {"cpu"};
-  device.pool = "node-1";
-  device.device = "cpu-numa1";
-  device.prepared.attributes["type"] = std::string("cpu");
-  device.prepared.attributes["resource.kubernetes.io/numaNode"] = std::int64_t{1};
-  record.devices.push_back(device);
+  dra_kubelet::ClaimRecord record =
+      CompletedRecord({"ml", "cpus", "cpu-claim-uid"}, "cpu", "cpu-numa1");
+  record.devices[0].prepared.attributes["type"] = std::string("cpu");
   ASSERT_OK(checkpoint->Put(record));
 
   CheckpointClaimsView view(checkpoint->store(), cdi_root, manifests.get());

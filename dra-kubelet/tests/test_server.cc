@@ -58,6 +58,14 @@ class CrashPlan {
   void After(const std::string& op, int call) {
     if (op == op_ && call == n_ && after_) Crash(op, "after");
   }
+  // Around runs `run`, one call of `op`, between Before and After and returns its result.
+  template <typename Run>
+  auto Around(const std::string& op, Run run) {
+    const int call = Before(op);
+    auto result = run();
+    After(op, call);
+    return result;
+  }
   // Torn says whether call `call` of `op` is to be torn (then the caller writes part of it and
   // calls Crash).
   bool Torn(const std::string& op, int call) const { return torn_ && op == op_ && call == n_; }
@@ -81,16 +89,10 @@ class CrashingStore final : public CheckpointStore {
     return inner_.Get(uid);
   }
   absl::Status Put(const ClaimRecord& record) override {
-    int call = plan_.Before("checkpoint.put");
-    absl::Status status = inner_.Put(record);
-    plan_.After("checkpoint.put", call);
-    return status;
+    return plan_.Around("checkpoint.put", [&] { return inner_.Put(record); });
   }
   absl::Status Delete(const std::string& uid) override {
-    int call = plan_.Before("checkpoint.delete");
-    absl::Status status = inner_.Delete(uid);
-    plan_.After("checkpoint.delete", call);
-    return status;
+    return plan_.Around("checkpoint.delete", [&] { return inner_.Delete(uid); });
   }
   absl::StatusOr<std::vector<ClaimRecord>> List() override { return inner_.List(); }
   // A batch commit is one crash point: "checkpoint.put" when it stores records (PrepareStarted,
@@ -98,10 +100,7 @@ class CrashingStore final : public CheckpointStore {
   absl::Status Commit(const std::vector<ClaimRecord>& puts,
                       const std::vector<std::string>& deletes) override {
     const std::string op = puts.empty() ? "checkpoint.delete" : "checkpoint.put";
-    int call = plan_.Before(op);
-    absl::Status status = inner_.Commit(puts, deletes);
-    plan_.After(op, call);
-    return status;
+    return plan_.Around(op, [&] { return inner_.Commit(puts, deletes); });
   }
 
  private:
@@ -113,16 +112,10 @@ class CrashingCdi final : public CdiWriter {
  public:
   CrashingCdi(CdiWriter& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
   absl::Status WriteSpec(const std::string& name, const CdiSpec& spec) override {
-    int call = plan_.Before("cdi.write");
-    absl::Status status = inner_.WriteSpec(name, spec);
-    plan_.After("cdi.write", call);
-    return status;
+    return plan_.Around("cdi.write", [&] { return inner_.WriteSpec(name, spec); });
   }
   absl::Status RemoveSpec(const std::string& name) override {
-    int call = plan_.Before("cdi.remove");
-    absl::Status status = inner_.RemoveSpec(name);
-    plan_.After("cdi.remove", call);
-    return status;
+    return plan_.Around("cdi.remove", [&] { return inner_.RemoveSpec(name); });
   }
   bool SpecExists(const std::string& name) override { return inner_.SpecExists(name); }
   bool SpecIsCurrent(const std::string& name, const CdiSpec& spec) override {
@@ -138,16 +131,10 @@ class CrashingBackend final : public DeviceBackend {
  public:
   CrashingBackend(DeviceBackend& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
   absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override {
-    int call = plan_.Before("backend.prepare");
-    absl::StatusOr<PreparedDevice> out = inner_.Prepare(request);
-    plan_.After("backend.prepare", call);
-    return out;
+    return plan_.Around("backend.prepare", [&] { return inner_.Prepare(request); });
   }
   absl::Status Unprepare(const DeviceUnprepareRequest& request) override {
-    int call = plan_.Before("backend.unprepare");
-    absl::Status status = inner_.Unprepare(request);
-    plan_.After("backend.unprepare", call);
-    return status;
+    return plan_.Around("backend.unprepare", [&] { return inner_.Unprepare(request); });
   }
 
  private:
@@ -178,10 +165,7 @@ class CrashingFileSystem final : public devlet::cdi::FileSystem {
   absl::Status Close(int fd, const std::string& path) override { return real().Close(fd, path); }
   absl::Status Rename(const std::string& from, const std::string& to) override {
     if (!to.ends_with("/checkpoint.json")) return real().Rename(from, to);
-    int call = plan_.Before("snapshot.rename");
-    absl::Status status = real().Rename(from, to);
-    plan_.After("snapshot.rename", call);
-    return status;
+    return plan_.Around("snapshot.rename", [&] { return real().Rename(from, to); });
   }
   absl::Status SyncDir(const std::string& dir) override { return real().SyncDir(dir); }
   absl::Status Remove(const std::string& path) override { return real().Remove(path); }

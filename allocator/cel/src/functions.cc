@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "devlet/common/strings.h"
 #include "eval.h"
 #include "netip.h"
 #include "utf8.h"
@@ -764,8 +765,141 @@ Val Quote(Ctx& ctx, const Val* a, uint32_t n) {
   return ctx.String(QuoteString(a[0].str()));
 }
 
+// ---- format()'s %s as ext.Strings version 2 does it (cel-go ext/formatting.go), Kubernetes' rules:
+// a value prints as string() converts it, the members of lists and maps as CEL literals ("a",
+// b"\x01", 1.500000, timestamp("..."), duration("1s"), "NaN"), map entries as "key:value" sorted
+// by the printed key, map keys only strings, bools and integers.
+
+bool FormatMemberV2(Ctx& ctx, const Val& v, std::string* out, std::string* err);
+
+bool FormatListV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) {
+  *out += "[";
+  for (uint32_t i = 0; i < v.n; ++i) {
+    if (i) *out += ", ";
+    if (!FormatMemberV2(ctx, v.l->data[i], out, err)) return false;
+  }
+  *out += "]";
+  return true;
+}
+
+bool FormatMapV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) {
+  const Val keys = MapKeys(ctx, v);
+  if (keys.kind != VK::kList) {
+    *err = std::string(keys.str());
+    return false;
+  }
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (uint32_t i = 0; i < keys.n; ++i) {
+    const Val& k = keys.l->data[i];
+    std::string key;
+    switch (k.kind) {
+      case VK::kString: key = GoQuote(k.str()); break;
+      case VK::kBool: key = k.b ? "true" : "false"; break;
+      case VK::kInt: key = std::to_string(k.i); break;
+      case VK::kUint: key = std::to_string(k.u); break;
+      default:
+        *err = "no formatting function for map key of type " + std::string(TypeNameOf(k));
+        return false;
+    }
+    std::string value;
+    const Val val = Index(ctx, v, k);
+    if (val.is_error()) {
+      *err = std::string(val.str());
+      return false;
+    }
+    if (!FormatMemberV2(ctx, val, &value, err)) return false;
+    entries.emplace_back(std::move(key), std::move(value));
+  }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  *out += "{";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i) *out += ", ";
+    *out += entries[i].first + ":" + entries[i].second;
+  }
+  *out += "}";
+  return true;
+}
+
+// string() of a bytes value, or cel-go's text for a %s of invalid UTF-8.
+bool BytesAsString(const Val& v, std::string* out, std::string* err) {
+  if (!Utf8Valid(v.str())) {
+    *err = "could not convert argument \"invalid UTF-8 in bytes, cannot convert to string\" to string";
+    return false;
+  }
+  *out += std::string(v.str());
+  return true;
+}
+
+// A list element or map value (clauseForType, then quoteForCEL).
+bool FormatMemberV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) {
+  switch (v.kind) {
+    case VK::kInt: *out += std::to_string(v.i); return true;
+    case VK::kUint: *out += std::to_string(v.u); return true;
+    case VK::kString: *out += GoQuote(v.str()); return true;
+    case VK::kBytes: {
+      std::string text;
+      if (!BytesAsString(v, &text, err)) return false;
+      *out += "b" + GoQuote(text);
+      return true;
+    }
+    case VK::kBool: *out += v.b ? "true" : "false"; return true;
+    case VK::kNull: *out += "null"; return true;
+    case VK::kType: *out += std::string(v.str()); return true;
+    case VK::kTimestamp:
+      *out += "timestamp(" + GoQuote(FormatTimestamp(v.i, v.n, v.tz_minutes)) + ")";
+      return true;
+    case VK::kDuration: *out += "duration(" + GoQuote(FormatDuration(v.i, v.n)) + ")"; return true;
+    case VK::kDouble: {
+      // Go's %.6f, quoted when it is not a number.
+      if (std::isnan(v.d) || std::isinf(v.d)) {
+        *out += std::isnan(v.d) ? "\"NaN\"" : (v.d > 0 ? "\"+Inf\"" : "\"-Inf\"");
+        return true;
+      }
+      char buf[400];
+      std::snprintf(buf, sizeof(buf), "%.6f", v.d);
+      *out += buf;
+      return true;
+    }
+    case VK::kList: return FormatListV2(ctx, v, out, err);
+    case VK::kMap:
+    case VK::kDeviceMap:
+    case VK::kDomainMap: return FormatMapV2(ctx, v, out, err);
+    default:
+      *err = "no formatting function for " + std::string(TypeNameOf(v));
+      return false;
+  }
+}
+
+// The %s argument itself (FormatString).
+bool FormatStringV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) {
+  switch (v.kind) {
+    case VK::kList: return FormatListV2(ctx, v, out, err);
+    case VK::kMap:
+    case VK::kDeviceMap:
+    case VK::kDomainMap: return FormatMapV2(ctx, v, out, err);
+    case VK::kInt: *out += std::to_string(v.i); return true;
+    case VK::kUint: *out += std::to_string(v.u); return true;
+    case VK::kDouble: *out += FormatDouble(v.d); return true;
+    case VK::kBool: *out += v.b ? "true" : "false"; return true;
+    case VK::kString: *out += std::string(v.str()); return true;
+    case VK::kBytes: return BytesAsString(v, out, err);
+    case VK::kTimestamp: *out += FormatTimestamp(v.i, v.n, v.tz_minutes); return true;
+    case VK::kDuration: *out += FormatDuration(v.i, v.n); return true;
+    case VK::kType: *out += std::string(v.str()); return true;
+    case VK::kNull: *out += "null"; return true;
+    default:
+      *err = "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
+             "durations, and timestamps, was given " + std::string(TypeNameOf(v));
+      return false;
+  }
+}
+
 // format(): %s %d %f %e %b %o %x %X %% with optional precision (cel-go ext/formatting.go).
-bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* err, bool /*nested*/) {
+bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* err, bool nested) {
+  if (ctx.strict_format) {
+    return nested ? FormatMemberV2(ctx, v, out, err) : FormatStringV2(ctx, v, out, err);
+  }
   switch (v.kind) {
     case VK::kString:
     case VK::kBytes:  // bare, also inside lists and maps (cel-go)
@@ -786,10 +920,7 @@ bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* 
     case VK::kBool: *out += v.b ? "true" : "false"; return true;
     case VK::kNull: *out += "null"; return true;
     case VK::kType: *out += std::string(v.str()); return true;
-    // strings v2 (Kubernetes) prints the time in UTC; v1 converts it with string().
-    case VK::kTimestamp:
-      *out += FormatTimestamp(v.i, v.n, ctx.strict_format ? 0 : v.tz_minutes);
-      return true;
+    case VK::kTimestamp: *out += FormatTimestamp(v.i, v.n); return true;
     case VK::kDuration: *out += FormatDuration(v.i, v.n); return true;
     case VK::kList: {
       *out += "[";
@@ -923,10 +1054,18 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
             out += buf;
           }
         } else {
+          // ext.Strings version 2's texts (Kubernetes); the cel-spec mode keeps the older ones.
+          const std::string given = ", was given " + std::string(TypeNameOf(v));
+          if (ctx.strict_format && verb == 'o') {
+            return ctx.Error("error during formatting: octal clause can only be used on integers" + given);
+          }
+          if (ctx.strict_format && verb == 'b') {
+            return ctx.Error("error during formatting: only integers and bools can be formatted as binary" + given);
+          }
           return ctx.Error("error during formatting: only integers" +
                            std::string(verb == 'x' || verb == 'X' ? ", byte buffers, and strings" : "") +
                            " can be formatted as " + (verb == 'b' ? "binary" : verb == 'o' ? "octal" : "hex") +
-                           ", was given " + std::string(TypeNameOf(v)));
+                           given);
         }
         break;
       }

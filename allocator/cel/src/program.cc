@@ -837,6 +837,20 @@ Type ConstType(const Constant& c) {
   return Type::Dyn();
 }
 
+// cel-go's Type.TypeName(), which format()'s errors print: the type without its parameters, the
+// well-known types by their protobuf names.
+std::string CelGoTypeName(const Type& t) {
+  switch (t.kind()) {
+    case Type::Kind::kList: return "list";
+    case Type::Kind::kMap: return "map";
+    case Type::Kind::kOptional: return "optional_type";
+    case Type::Kind::kType: return "type";
+    case Type::Kind::kTimestamp: return "google.protobuf.Timestamp";
+    case Type::Kind::kDuration: return "google.protobuf.Duration";
+    default: return t.DebugString();
+  }
+}
+
 bool IsConcreteScalar(const Type& t) {
   switch (t.kind()) {
     case Type::Kind::kBool:
@@ -1435,6 +1449,9 @@ class Planner {
 
   Planned PlanFunction(const Expr& e, const std::string& name, bool member, const Expr* target) {
     std::vector<Planned> args;
+    // cel-go exempts every literal below a call named format (its receiver included) from
+    // HomogeneousAggregateLiterals.
+    if (name == "format") ++format_depth_;
     if (member && target) args.push_back(Plan(*target));
     // The list literal argument of format() is exempt from HomogeneousAggregateLiterals, and its
     // element types are kept for the compile-time format check.
@@ -1443,6 +1460,7 @@ class Planner {
     for (const ExprPtr& a : e.args) args.push_back(Plan(*a));
     if (format_call && target != nullptr) CheckFormat(e, *target, *e.args[0]);
     exempt_literal_ = nullptr;
+    if (name == "format") --format_depth_;
     const FunctionDef* def = FindFunction(name, member, options_.libraries);
     if (def == nullptr) {
       if (options_.type_check) {
@@ -1943,6 +1961,35 @@ class Planner {
     }
   }
 
+  // The first expression under `e` (itself, or inside list and map literals) whose checked type
+  // %s cannot format (cel-go's stringFormatChecker.verifyString), or nullptr.
+  const Expr* UnformattableForString(const Expr& e) {
+    // A literal optional.none() is optional_type(T), T free (planned as dyn).
+    const Type t = IsOptionalNone(e) ? Type::Optional(Type::Dyn()) : checked_.types[&e];
+    switch (t.kind()) {
+      case Type::Kind::kDyn:
+      case Type::Kind::kList:
+      case Type::Kind::kMap:
+      case Type::Kind::kInt:
+      case Type::Kind::kUint:
+      case Type::Kind::kDouble:
+      case Type::Kind::kBool:
+      case Type::Kind::kString:
+      case Type::Kind::kTimestamp:
+      case Type::Kind::kBytes:
+      case Type::Kind::kDuration:
+      case Type::Kind::kType:
+      case Type::Kind::kNull: break;
+      default: return &e;
+    }
+    if (e.kind == Expr::Kind::kList || e.kind == Expr::Kind::kMap) {
+      for (const ExprPtr& a : e.args) {
+        if (const Expr* bad = UnformattableForString(*a)) return bad;
+      }
+    }
+    return nullptr;
+  }
+
   // ext.Strings' format validator: "<literal>".format([<list literal>]) is checked when compiling.
   void CheckFormat(const Expr& call, const Expr& target, const Expr& list) {
     if (!options_.type_check || target.kind != Expr::Kind::kConst ||
@@ -1971,11 +2018,23 @@ class Planner {
       const int32_t at = next - 1 < list.args.size() ? list.args[next - 1]->offset : call.offset;
       if (t.is_dyn()) continue;
       const Type::Kind k = t.kind();
-      const std::string given = t.DebugString();
+      const std::string given = CelGoTypeName(t);
       const bool integer = k == Type::Kind::kInt || k == Type::Kind::kUint;
       const bool strict = options_.strings_v2_format;
       switch (verb) {
-        case 's': break;
+        case 's':
+          // ext.Strings version 2 checks the argument and, inside list and map literals, every
+          // element, key and value.
+          if (strict && next - 1 < list.args.size()) {
+            if (const Expr* bad = UnformattableForString(*list.args[next - 1])) {
+              ValidatorError(bad->offset,
+                             "error during formatting: string clause can only be used on strings, bools, "
+                             "bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given " +
+                                 (IsOptionalNone(*bad) ? std::string("optional_type")
+                                                       : CelGoTypeName(checked_.types[bad])));
+            }
+          }
+          break;
         case 'd':
           if (!integer && (strict || k != Type::Kind::kDouble)) ValidatorError(at, "error during formatting: decimal clause can only be used on integers, was given " + given);
           break;
@@ -1992,7 +2051,12 @@ class Planner {
           }
           break;
         case 'o':
-          if (!integer) ValidatorError(at, "error during formatting: only integers can be formatted as octal, was given " + given);
+          if (!integer) {
+            ValidatorError(at, std::string("error during formatting: ") +
+                                   (strict ? "octal clause can only be used on integers"
+                                           : "only integers can be formatted as octal") +
+                                   ", was given " + given);
+          }
           break;
         case 'b':
           if (!integer && k != Type::Kind::kBool) ValidatorError(at, "error during formatting: only integers and bools can be formatted as binary, was given " + given);
@@ -2039,7 +2103,7 @@ class Planner {
       for (const auto& [t, o] : types) exempt_types_.push_back(t);
     } else {
       ResolveNoneTypes(&types, none_at);
-      CheckHomogeneous(types);
+      if (format_depth_ == 0) CheckHomogeneous(types);
     }
     Type elem = Type::Dyn();
     if (!types.empty()) {
@@ -2103,9 +2167,9 @@ class Planner {
       }
       nodes.push_back(std::move(a.node));
     }
-    CheckHomogeneous(ktypes);
+    if (format_depth_ == 0) CheckHomogeneous(ktypes);
     ResolveNoneTypes(&vtypes, none_at);
-    CheckHomogeneous(vtypes);
+    if (format_depth_ == 0) CheckHomogeneous(vtypes);
     auto common = [](const std::vector<std::pair<Type, int32_t>>& ts) {
       if (ts.empty()) return Type::Dyn();
       Type t = ts[0].first;
@@ -2224,6 +2288,7 @@ class Planner {
   int32_t literal_validator_offset_ = -1;  // see PlanFunction
   std::vector<ScopeVar> scope_;
   const Expr* exempt_literal_ = nullptr;  // the list literal argument of format()
+  int format_depth_ = 0;                   // calls named format being planned around this node
   std::vector<Type> exempt_types_;        // its element types
   uint32_t next_slot_ = 0;
   uint32_t max_slots_ = 0;

@@ -95,7 +95,8 @@ status:
     pool: node-1
     device: eth1
     conditions:
-    - {type: Ready, status: "True", reason: Up, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
+    - {type: Ready, status: "True", reason: Up, message: "",
+       lastTransitionTime: "2026-01-01T00:00:00Z"}
 )";
 }
 

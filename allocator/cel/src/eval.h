@@ -152,6 +152,12 @@ bool IsFunctionName(std::string_view name, uint32_t libraries);
 // Equal: CEL equality; returns an error Val only if an operand is an error.
 Val Equal(Ctx& ctx, const Val& a, const Val& b);
 bool EqualBool(const Val& a, const Val& b);  // no errors: mismatched kinds are unequal
+// cel-go's types.Equal (`null_check`) or the left operand's Equal method: Kubernetes' library
+// types (Quantity, Semver, IP, CIDR, format, URL) fail with "no such overload" on another type
+// on the right; a list or map is equal unless a member compares false (a failing member does not
+// count); an optional compares its values; a null compares by nullness.
+enum class EqualResult : unsigned char { kFalse, kTrue, kNoOverload };
+EqualResult EqualTri(const Val& a, const Val& b, bool null_check = true);
 // Compare for ordering: -1/0/1, or nullopt if not comparable.
 std::optional<int> Compare(const Val& a, const Val& b);
 // Map lookups (generic maps, device maps); returns nullptr-equivalent via `found`.

@@ -50,9 +50,10 @@ bool IsText(const Val& v) { return v.kind == VK::kString || v.kind == VK::kBytes
 uint64_t EqCost(const Val* a, uint32_t) { return CostOf(0.1, std::min(ActualSize(a[0]), ActualSize(a[1]))); }
 // Kubernetes' CallCost prices `==` with a library object on the left at 1 (`!=` it leaves to
 // cel-go, which charges by size).
+// That holds whatever the right operand is: `semver == ""` fails and costs 1.
 uint64_t EqualsCost(const Val* a, uint32_t n) {
   return a[0].kind == VK::kIP || a[0].kind == VK::kCIDR || a[0].kind == VK::kFormat ||
-                 a[0].kind == VK::kURL
+                 a[0].kind == VK::kURL || a[0].kind == VK::kQuantity || a[0].kind == VK::kSemver
              ? 1
              : EqCost(a, n);
 }
@@ -220,24 +221,24 @@ Val Not(Ctx& ctx, const Val* a, uint32_t n) {
 // ---- Comparison ------------------------------------------------------------------------------
 
 // cel-go's Quantity.Equal / Semver.Equal type-assert the right operand: anything but a plain
-// Quantity (resp. Semver) on the right of a Quantity (Semver) is "no such overload".
+// Quantity (resp. Semver) on the right of a Quantity (Semver) is "no such overload", also inside
+// optionals; lists and maps ignore such members (EqualTri).
 Val EqualOp(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
-  if ((a[0].kind == VK::kQuantity && (a[1].kind != VK::kQuantity || a[1].sub == kQuantityPointer)) ||
-      (a[0].kind == VK::kSemver && a[1].kind != VK::kSemver) ||
-      (a[0].kind == VK::kIP && a[1].kind != VK::kIP) ||
-      (a[0].kind == VK::kCIDR && a[1].kind != VK::kCIDR) ||
-      (a[0].kind == VK::kFormat && a[1].kind != VK::kFormat) ||
-      (a[0].kind == VK::kURL && a[1].kind != VK::kURL)) {
-    return ctx.NoOverload(name, a, n);
+  if (a[0].is_error()) return a[0];
+  if (a[1].is_error()) return a[1];
+  switch (EqualTri(a[0], a[1])) {
+    case EqualResult::kTrue: return Val::Bool(true);
+    case EqualResult::kFalse: return Val::Bool(false);
+    case EqualResult::kNoOverload: break;
   }
-  return Equal(ctx, a[0], a[1]);
+  return ctx.NoOverload(name, a, n);
 }
 Val Eq(Ctx& ctx, const Val* a, uint32_t n) { return EqualOp(ctx, a, n, "_==_"); }
-// cel-go's != does not go through the operand's Equal method: it never reports "no such overload".
-Val Ne(Ctx& ctx, const Val* a, uint32_t) {
-  Val r = Equal(ctx, a[0], a[1]);
-  if (r.kind == VK::kBool) r.b = !r.b;
-  return r;
+// cel-go's != is `Equal(a, b) != true`: it never reports "no such overload".
+Val Ne(Ctx& /*ctx*/, const Val* a, uint32_t) {
+  if (a[0].is_error()) return a[0];
+  if (a[1].is_error()) return a[1];
+  return Val::Bool(EqualTri(a[0], a[1]) != EqualResult::kTrue);
 }
 
 template <int kOp>
@@ -1156,15 +1157,19 @@ Val Reverse(Ctx& ctx, const Val* a, uint32_t n) {
 }
 
 // Sorts `idx` by the keys; false if some key pair is not comparable.
-bool SortIndices(const Val& keys, std::vector<uint32_t>* idx) {
-  for (uint32_t i = 0; i < keys.n; ++i) {
-    const Val& k = keys.l->data[i];
-    if (!IsNum(k) && k.kind != VK::kString && k.kind != VK::kBytes && k.kind != VK::kBool &&
-        k.kind != VK::kTimestamp && k.kind != VK::kDuration) {
-      return false;
+// ext.Lists' sortListByAssociatedKeys: the first key must be comparable (an int, uint, double,
+// string, bytes, bool, timestamp or duration), every other key of exactly its type (an int and a
+// double differ). Returns cel-go's error text, or "" with `idx` the stable sorted order.
+std::string SortIndices(const Val& keys, std::vector<uint32_t>* idx) {
+  if (keys.n > 0) {
+    const VK first = keys.l->data[0].kind;
+    if (first != VK::kInt && first != VK::kUint && first != VK::kDouble && first != VK::kString &&
+        first != VK::kBytes && first != VK::kBool && first != VK::kTimestamp && first != VK::kDuration) {
+      return "list elements must be comparable";
     }
-    if (i > 0 && !Compare(keys.l->data[0], k)) return false;
-    if (i > 0 && IsNum(k) != IsNum(keys.l->data[0])) return false;
+    for (uint32_t i = 1; i < keys.n; ++i) {
+      if (keys.l->data[i].kind != first) return "list elements must have the same type";
+    }
   }
   idx->resize(keys.n);
   for (uint32_t i = 0; i < keys.n; ++i) (*idx)[i] = i;
@@ -1172,13 +1177,13 @@ bool SortIndices(const Val& keys, std::vector<uint32_t>* idx) {
     const auto c = Compare(keys.l->data[x], keys.l->data[y]);
     return c && *c < 0;
   });
-  return true;
+  return "";
 }
 
 Val Sort(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kList) NO_OVERLOAD("sort");
   std::vector<uint32_t> idx;
-  if (!SortIndices(a[0], &idx)) return ctx.Error("list elements must have the same type");
+  if (const std::string error = SortIndices(a[0], &idx); !error.empty()) return ctx.Error(error);
   std::vector<Val> out;
   for (uint32_t i : idx) out.push_back(a[0].l->data[i]);
   return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
@@ -1187,7 +1192,7 @@ Val Sort(Ctx& ctx, const Val* a, uint32_t n) {
 Val SortByKeys(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kList || a[1].kind != VK::kList || a[0].n != a[1].n) NO_OVERLOAD("sortBy");
   std::vector<uint32_t> idx;
-  if (!SortIndices(a[1], &idx)) return ctx.Error("sortBy key values must have the same type");
+  if (const std::string error = SortIndices(a[1], &idx); !error.empty()) return ctx.Error(error);
   std::vector<Val> out;
   for (uint32_t i : idx) out.push_back(a[0].l->data[i]);
   return ctx.List(out.data(), static_cast<uint32_t>(out.size()));

@@ -1646,6 +1646,30 @@ class Planner {
                           ArgTypes(args, member) + "'");
       return false;
     }
+    // ext.Lists' sort() has one overload per comparable element type (and sortBy's
+    // @sortByAssociatedKeys one per key type): int, uint, double, string, bytes, bool, timestamp,
+    // duration (null passes as a timestamp or duration).
+    if ((name == "sort" && args.size() == 1) || (name == "@sortByAssociatedKeys" && args.size() == 2)) {
+      const Type& keys = args.back().type;
+      if (keys.kind() == Type::Kind::kList) {
+        switch (keys.param0().kind()) {
+          case Type::Kind::kDyn:
+          case Type::Kind::kNull:
+          case Type::Kind::kInt:
+          case Type::Kind::kUint:
+          case Type::Kind::kDouble:
+          case Type::Kind::kString:
+          case Type::Kind::kBytes:
+          case Type::Kind::kBool:
+          case Type::Kind::kTimestamp:
+          case Type::Kind::kDuration: break;
+          default:
+            Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
+                                ArgTypes(args, member) + "'");
+            return false;
+        }
+      }
+    }
     const std::vector<Signature>* sigs = Signatures(name);
     if (sigs == nullptr) return true;
     bool any = false;
@@ -1707,8 +1731,29 @@ class Planner {
   }
 
   // Type assignability for (A, A) overloads such as _==_.
+  // cel-go's legacy null rule: null is assignable to (and from) opaque and object types and the
+  // well-known timestamp and duration (so `semver("1.0.0") == null` checks).
+  static bool LegacyNullable(const Type& t) {
+    switch (t.kind()) {
+      case Type::Kind::kQuantity:
+      case Type::Kind::kSemver:
+      case Type::Kind::kIP:
+      case Type::Kind::kCIDR:
+      case Type::Kind::kFormat:
+      case Type::Kind::kURL:
+      case Type::Kind::kDraDevice:
+      case Type::Kind::kTimestamp:
+      case Type::Kind::kDuration:
+      case Type::Kind::kOptional: return true;
+      default: return false;
+    }
+  }
   static bool Assignable(const Type& a, const Type& b) {
     if (a.is_dyn() || b.is_dyn()) return true;
+    if ((a.kind() == Type::Kind::kNull && LegacyNullable(b)) ||
+        (b.kind() == Type::Kind::kNull && LegacyNullable(a))) {
+      return true;
+    }
     if (a.kind() != b.kind()) return false;
     switch (a.kind()) {
       case Type::Kind::kList:
@@ -1893,6 +1938,9 @@ class Planner {
          n == "@sortByAssociatedKeys") && a.kind() == Type::Kind::kList) {
       return a;
     }
+    // One overload each, list(T) -> list(T): a dyn receiver gives list(dyn) (so a selector ending
+    // in .distinct() is "must evaluate to bool", not a dyn result).
+    if ((n == "slice" || n == "distinct" || n == "reverse") && a.is_dyn()) return Type::List(Type::Dyn());
     if (n == "cel.@mapInsert") return a.kind() == Type::Kind::kMap ? a : Type::Map(Type::Dyn(), Type::Dyn());
     return Type::Dyn();
   }

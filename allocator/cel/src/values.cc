@@ -260,6 +260,54 @@ bool EqualBool(const Val& a, const Val& b) {
   }
 }
 
+EqualResult EqualTri(const Val& a, const Val& b, bool null_check) {
+  if (null_check && (a.kind == VK::kNull || b.kind == VK::kNull)) {
+    return a.kind == b.kind ? EqualResult::kTrue : EqualResult::kFalse;
+  }
+  auto of = [](bool x) { return x ? EqualResult::kTrue : EqualResult::kFalse; };
+  switch (a.kind) {
+    case VK::kQuantity:
+      if (b.kind != VK::kQuantity || b.sub == kQuantityPointer) return EqualResult::kNoOverload;
+      break;
+    case VK::kSemver:
+    case VK::kIP:
+    case VK::kCIDR:
+    case VK::kFormat:
+    case VK::kURL:
+      if (b.kind != a.kind) return EqualResult::kNoOverload;
+      break;
+    case VK::kList:
+      if (b.kind != VK::kList || a.n != b.n) return EqualResult::kFalse;
+      for (uint32_t i = 0; i < a.n; ++i) {
+        if (EqualTri(a.l->data[i], b.l->data[i], true) == EqualResult::kFalse) return EqualResult::kFalse;
+      }
+      return EqualResult::kTrue;
+    case VK::kOptional:
+      // Optional.Equal calls the value's own Equal (no null check there).
+      if (b.kind != VK::kOptional) return EqualResult::kFalse;
+      if (a.opt == nullptr || b.opt == nullptr) return of(a.opt == b.opt);
+      return EqualTri(*a.opt, *b.opt, false);
+    case VK::kNull: return of(b.kind == VK::kNull);
+    default:
+      if (MapLike(a)) {
+        if (!MapLike(b)) return EqualResult::kFalse;
+        Arena scratch;
+        Ctx ctx(scratch);
+        if (MapSize(ctx, a) != MapSize(ctx, b)) return EqualResult::kFalse;
+        const Val keys = MapKeys(ctx, a);
+        for (uint32_t i = 0; i < keys.n; ++i) {
+          Val x, y;
+          if (!MapFind(ctx, a, keys.l->data[i], &x) || !MapFind(ctx, b, keys.l->data[i], &y)) {
+            return EqualResult::kFalse;
+          }
+          if (EqualTri(x, y, true) == EqualResult::kFalse) return EqualResult::kFalse;
+        }
+        return EqualResult::kTrue;
+      }
+  }
+  return of(EqualBool(a, b));
+}
+
 Val Equal(Ctx& /*ctx*/, const Val& a, const Val& b) {
   if (a.is_error()) return a;
   if (b.is_error()) return b;

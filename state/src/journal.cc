@@ -107,6 +107,14 @@ JournalChange Diff(const Checkpoint& from, const Checkpoint& to) {
   return change;
 }
 
+void ApplyJournalChange(Checkpoint& checkpoint, JournalChange change) {
+  for (PreparedClaim& claim : change.puts) {
+    std::string uid = claim.uid;
+    checkpoint.claims.insert_or_assign(std::move(uid), std::move(claim));
+  }
+  for (const std::string& uid : change.deletes) checkpoint.claims.erase(uid);
+}
+
 std::string EncodeJournalRecord(std::uint64_t seq, const JournalChange& change) {
   json puts = json::object();
   for (const PreparedClaim& claim : change.puts) puts[claim.uid] = internal::EncodeClaim(claim);

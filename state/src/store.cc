@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOpti
   // call reports it until QuarantineCorrupted.
   absl::StatusOr<Checkpoint> current = store->LoadLocked();
   if (current.ok()) {
-    DEVLET_RETURN_IF_ERROR(store->CompactLocked(*current));
+    DEVLET_RETURN_IF_ERROR(store->CompactLocked(*std::move(current)));
   } else if (current.status().code() != absl::StatusCode::kDataLoss &&
              current.status().code() != absl::StatusCode::kFailedPrecondition) {
     return current.status();
@@ -104,7 +104,7 @@ absl::Status CheckpointStore::OpenJournalLocked() {
     DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
     ::close(journal_fd_);
     journal_fd_ = -1;
-    DEVLET_RETURN_IF_ERROR(CompactLocked(checkpoint));
+    DEVLET_RETURN_IF_ERROR(CompactLocked(std::move(checkpoint)));
     DEVLET_RETURN_IF_ERROR(WithContext(fs_.Remove(journal_path_), "remove the checkpoint journal"));
     return fs_.SyncDir(options_.dir);
   }
@@ -160,7 +160,7 @@ CheckpointStore::FileId CheckpointStore::SnapshotId() const {
   return id;
 }
 
-absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
+absl::StatusOr<const Checkpoint*> CheckpointStore::CurrentLocked() {
   if (journal_fd_ >= 0) {
     // Another process may have quarantined the journal and started a new one.
     struct stat open_st{}, path_st{};
@@ -176,7 +176,7 @@ absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
   };
   if (cache_ && id == cached_snapshot_ && !journal_torn_) {
     // Same snapshot: only records appended since the last call (by any process) are new.
-    if (journal_fd_ < 0) return *cache_;
+    if (journal_fd_ < 0) return &*cache_;
     absl::StatusOr<JournalReplay> replay =
         ReplayJournal(read, journal_size_, journal_seq_, *cache_, journal_path_, journal_end_);
     if (!replay.ok()) {
@@ -186,8 +186,9 @@ absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
     journal_seq_ = replay->last_seq;
     journal_end_ = replay->end;
     journal_torn_ = !replay->torn_tail.empty();
+    if (replay->applied > 0) foreign_records_ = true;  // ours advance journal_end_ past them
     if (journal_torn_) LogTorn(*replay);
-    return *cache_;
+    return &*cache_;
   }
 
   cache_.reset();
@@ -208,11 +209,18 @@ absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
     journal_seq_ = replay.last_seq;
     journal_end_ = replay.end;
     journal_torn_ = !replay.torn_tail.empty();
+    // Records after a snapshot we did not write, or from an earlier run: maybe not synced.
+    if (replay.applied > 0) foreign_records_ = true;
     if (journal_torn_) LogTorn(replay);
   }
-  cache_ = checkpoint;
+  cache_ = std::move(checkpoint);
   cached_snapshot_ = id;
-  return checkpoint;
+  return &*cache_;
+}
+
+absl::StatusOr<Checkpoint> CheckpointStore::LoadLocked() {
+  DEVLET_ASSIGN_OR_RETURN(const Checkpoint* current, CurrentLocked());
+  return *current;
 }
 
 void CheckpointStore::LogTorn(const JournalReplay& replay) {
@@ -224,18 +232,22 @@ void CheckpointStore::LogTorn(const JournalReplay& replay) {
                         replay.last_seq);
 }
 
-absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpoint& after,
-                                         bool sync) {
-  if (journal_fd_ < 0) return CompactLocked(after);
-  const JournalChange change = Diff(before, after);
+absl::Status CheckpointStore::WriteChangeLocked(JournalChange change, bool sync) {
   if (change.empty()) return absl::OkStatus();
-  // An unsynced record must reach the disk before the next one is written: a power loss during
-  // one sync of both could tear the first and keep the second, which replay reports as damage.
+  const auto compact_with_change = [&]() -> absl::Status {
+    Checkpoint after = *cache_;
+    ApplyJournalChange(after, std::move(change));
+    return CompactLocked(std::move(after));
+  };
+  if (journal_fd_ < 0) return compact_with_change();
+  // An unsynced record (ours, or another process's) must reach the disk before the next one is
+  // written: a power loss during one sync of both could tear the first and keep the second,
+  // which replay reports as damage.
   DEVLET_RETURN_IF_ERROR(FlushLocked());
   const std::string record = EncodeJournalRecord(journal_seq_ + 1, change);
   if (journal_torn_ || journal_end_ + record.size() > journal_size_) {
     // No room (or a torn record to clear first): the change goes into a new snapshot.
-    return CompactLocked(after);
+    return compact_with_change();
   }
   absl::Status status = fs_.WriteAt(journal_fd_, record, journal_end_, journal_path_);
   if (status.ok() && sync) status = fs_.DataSync(journal_fd_, journal_path_);
@@ -249,7 +261,7 @@ absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpo
   }
   journal_end_ += record.size();
   ++journal_seq_;
-  cache_ = after;
+  ApplyJournalChange(*cache_, std::move(change));
   if (!sync) {
     unsynced_ = true;
     if (options_.background_compaction) FlushLater();
@@ -257,7 +269,7 @@ absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpo
   if (journal_end_ > options_.compact_after_bytes) {
     if (options_.background_compaction) {
       MaybeCompactLater(journal_end_ > journal_size_ / 4 * 3);
-    } else if (absl::Status compacted = CompactLocked(after); !compacted.ok()) {
+    } else if (absl::Status compacted = CompactLocked(*cache_); !compacted.ok()) {
       // The change itself is durable in the journal; compaction is retried with the next one.
       log::Logger().Error(compacted, "Compacting the checkpoint journal failed", "journal",
                           journal_path_);
@@ -266,7 +278,7 @@ absl::Status CheckpointStore::SaveLocked(const Checkpoint& before, const Checkpo
   return absl::OkStatus();
 }
 
-absl::Status CheckpointStore::CompactLocked(const Checkpoint& checkpoint) {
+absl::Status CheckpointStore::CompactLocked(Checkpoint checkpoint) {
   cache_.reset();
   DEVLET_RETURN_IF_ERROR(WithContext(
       cdi::WriteFileAtomically(fs_, path_, EncodeCheckpoint(checkpoint, journal_seq_),
@@ -278,7 +290,8 @@ absl::Status CheckpointStore::CompactLocked(const Checkpoint& checkpoint) {
     DEVLET_RETURN_IF_ERROR(ClearJournalLocked(journal_torn_ ? journal_size_ : journal_end_));
   }
   unsynced_ = false;  // the snapshot holds every change, synced
-  cache_ = checkpoint;
+  foreign_records_ = false;
+  cache_ = std::move(checkpoint);
   cached_snapshot_ = SnapshotId();
   return absl::OkStatus();
 }
@@ -360,7 +373,7 @@ void CheckpointStore::RunCompactor() {
       DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
       DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
       if (journal_end_ <= options_.compact_after_bytes) return absl::OkStatus();  // done already
-      return CompactLocked(checkpoint);
+      return CompactLocked(std::move(checkpoint));
     }();
     if (!status.ok()) {
       log::Logger().Error(status, "Compacting the checkpoint journal failed; retried after the "
@@ -373,7 +386,7 @@ void CheckpointStore::RunCompactor() {
 absl::Status CheckpointStore::Compact() {
   DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
   DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadLocked());
-  return CompactLocked(checkpoint);
+  return CompactLocked(std::move(checkpoint));
 }
 
 absl::StatusOr<Checkpoint> CheckpointStore::Load() {
@@ -393,10 +406,57 @@ absl::Status CheckpointStore::UpdateDeferred(
 absl::Status CheckpointStore::UpdateImpl(const std::function<absl::Status(Checkpoint&)>& mutate,
                                          bool sync) {
   DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
-  DEVLET_ASSIGN_OR_RETURN(Checkpoint before, LoadLocked());
-  Checkpoint after = before;
+  DEVLET_ASSIGN_OR_RETURN(const Checkpoint* before, CurrentLocked());
+  Checkpoint after = *before;
   DEVLET_RETURN_IF_ERROR(mutate(after));
-  return SaveLocked(before, after, sync);
+  return WriteChangeLocked(Diff(*before, after), sync);
+}
+
+absl::Status CheckpointStore::Apply(JournalChange change) {
+  return ApplyImpl(std::move(change), /*sync=*/true);
+}
+
+absl::Status CheckpointStore::ApplyDeferred(JournalChange change) {
+  return ApplyImpl(std::move(change), /*sync=*/false);
+}
+
+absl::Status CheckpointStore::ApplyImpl(JournalChange change, bool sync) {
+  for (const PreparedClaim& claim : change.puts) {
+    if (claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
+  }
+  DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
+  DEVLET_ASSIGN_OR_RETURN(const Checkpoint* current, CurrentLocked());
+  // What would not change anything stays out of the record, as with Update. A put is compared
+  // with the last put of its UID in this change, which is the one that counts.
+  JournalChange needed;
+  for (std::size_t i = 0; i < change.puts.size(); ++i) {
+    PreparedClaim& claim = change.puts[i];
+    const bool superseded =
+        std::any_of(change.puts.begin() + static_cast<std::ptrdiff_t>(i) + 1, change.puts.end(),
+                    [&](const PreparedClaim& later) { return later.uid == claim.uid; });
+    if (superseded) continue;
+    const bool deleted = std::find(change.deletes.begin(), change.deletes.end(), claim.uid) !=
+                         change.deletes.end();
+    if (deleted) continue;  // deletes follow puts
+    auto it = current->claims.find(claim.uid);
+    if (it != current->claims.end() && it->second == claim) continue;
+    needed.puts.push_back(std::move(claim));
+  }
+  for (std::string& uid : change.deletes) {
+    if (current->claims.count(uid) == 0) continue;
+    if (std::find(needed.deletes.begin(), needed.deletes.end(), uid) != needed.deletes.end()) {
+      continue;
+    }
+    needed.deletes.push_back(std::move(uid));
+  }
+  return WriteChangeLocked(std::move(needed), sync);
+}
+
+absl::Status CheckpointStore::Read(const std::function<void(const Checkpoint&)>& reader) {
+  DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
+  DEVLET_ASSIGN_OR_RETURN(const Checkpoint* current, CurrentLocked());
+  reader(*current);
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointStore::Flush() {
@@ -405,10 +465,12 @@ absl::Status CheckpointStore::Flush() {
 }
 
 absl::Status CheckpointStore::FlushLocked() {
-  if (!unsynced_ || journal_fd_ < 0) return absl::OkStatus();
+  if ((!unsynced_ && !foreign_records_) || journal_fd_ < 0) return absl::OkStatus();
+  // fdatasync flushes every dirty page of the file, whichever process wrote it.
   DEVLET_RETURN_IF_ERROR(
       WithContext(fs_.DataSync(journal_fd_, journal_path_), "sync the checkpoint journal"));
   unsynced_ = false;
+  foreign_records_ = false;
   return absl::OkStatus();
 }
 
@@ -451,20 +513,25 @@ absl::Status CheckpointStore::Remove(const std::string& claim_uid) {
 
 absl::StatusOr<std::optional<PreparedClaim>> CheckpointStore::FindClaim(
     const std::string& claim_uid) {
-  DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, Load());
-  auto it = checkpoint.claims.find(claim_uid);
-  if (it == checkpoint.claims.end()) return std::optional<PreparedClaim>();
-  return std::optional<PreparedClaim>(std::move(it->second));
+  std::optional<PreparedClaim> found;
+  DEVLET_RETURN_IF_ERROR(Read([&](const Checkpoint& checkpoint) {
+    if (auto it = checkpoint.claims.find(claim_uid); it != checkpoint.claims.end()) {
+      found = it->second;
+    }
+  }));
+  return found;
 }
 
 absl::StatusOr<std::vector<PreparedClaim>> CheckpointStore::FindByPod(const std::string& pod_uid) {
-  DEVLET_ASSIGN_OR_RETURN(Checkpoint checkpoint, Load());
   std::vector<PreparedClaim> out;
-  for (auto& [uid, claim] : checkpoint.claims) {
-    if (std::find(claim.pod_uids.begin(), claim.pod_uids.end(), pod_uid) != claim.pod_uids.end()) {
-      out.push_back(std::move(claim));
+  DEVLET_RETURN_IF_ERROR(Read([&](const Checkpoint& checkpoint) {
+    for (const auto& [uid, claim] : checkpoint.claims) {
+      if (std::find(claim.pod_uids.begin(), claim.pod_uids.end(), pod_uid) !=
+          claim.pod_uids.end()) {
+        out.push_back(claim);
+      }
     }
-  }
+  }));
   return out;
 }
 
@@ -491,7 +558,7 @@ absl::StatusOr<std::string> CheckpointStore::QuarantineCorrupted() {
   // Start over with an empty snapshot and journal.
   DEVLET_RETURN_IF_ERROR(OpenJournalLocked());
   DEVLET_ASSIGN_OR_RETURN(Checkpoint empty, LoadLocked());
-  DEVLET_RETURN_IF_ERROR(CompactLocked(empty));
+  DEVLET_RETURN_IF_ERROR(CompactLocked(std::move(empty)));
   return target;
 }
 

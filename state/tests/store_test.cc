@@ -418,6 +418,93 @@ TEST_F(StoreTest, DeferredChangesAreSyncedBeforeTheNext) {
   EXPECT_EQ(background.syncs.load(), 1);
 }
 
+// Counts the records in a journal file (each starts on a 4096-byte boundary).
+int JournalRecords(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int records = 0;
+  for (std::size_t at = 0; at + 4 <= data.size(); at += kJournalAlign) {
+    if (data.compare(at, 4, "DVJ1") == 0) ++records;
+  }
+  return records;
+}
+
+TEST_F(StoreTest, ApplyRecordsOnlyWhatChanges) {
+  auto store = OpenStore();
+  auto other = OpenStore();
+  ASSERT_OK(store->Apply({.puts = {Claim("a"), Claim("b")}}));
+  EXPECT_EQ(JournalRecords(store->journal_path()), 1);
+  EXPECT_THAT(other->Load(), IsOkAndHolds(Checkpoint{{{"a", Claim("a")}, {"b", Claim("b")}}}));
+
+  // Nothing new: no record at all.
+  ASSERT_OK(store->Apply({.puts = {Claim("a")}, .deletes = {"zzz"}}));
+  ASSERT_OK(store->Apply({}));
+  EXPECT_EQ(JournalRecords(store->journal_path()), 1);
+
+  // The last put of a UID counts; deletes follow puts; only a's change and c go in the record.
+  PreparedClaim a2 = Claim("a", "pod-2");
+  ASSERT_OK(store->Apply({.puts = {Claim("b"), Claim("a"), a2, Claim("c"), Claim("d")},
+                          .deletes = {"d", "d"}}));
+  EXPECT_EQ(JournalRecords(store->journal_path()), 2);
+  const Checkpoint want{{{"a", a2}, {"b", Claim("b")}, {"c", Claim("c")}}};
+  EXPECT_THAT(store->Load(), IsOkAndHolds(want));
+  EXPECT_THAT(other->Load(), IsOkAndHolds(want));
+  EXPECT_THAT(OpenStore()->Load(), IsOkAndHolds(want));  // replayed from the files
+
+  ASSERT_OK(other->Apply({.deletes = {"a", "c"}}));
+  EXPECT_THAT(store->Load(), IsOkAndHolds(Checkpoint{{{"b", Claim("b")}}}));
+
+  EXPECT_THAT(store->Apply({.puts = {Claim("")}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty claim UID")));
+  int seen = 0;
+  ASSERT_OK(store->Read([&](const Checkpoint& c) { seen = static_cast<int>(c.claims.size()); }));
+  EXPECT_EQ(seen, 1);
+}
+
+TEST_F(StoreTest, ApplyDeferredSyncsBeforeTheNextChange) {
+  FaultyFileSystem counting;
+  ASSERT_OK_AND_ASSIGN(auto store, CheckpointStore::Open({.dir = dir_.string(),
+                                                          .fs = &counting,
+                                                          .background_compaction = false}));
+  counting.syncs = 0;
+  ASSERT_OK(store->ApplyDeferred({.puts = {Claim("a")}}));
+  EXPECT_EQ(counting.syncs.load(), 0);
+  EXPECT_THAT(OpenStore()->FindClaim("a"), IsOkAndHolds(Optional(Claim("a"))));
+  ASSERT_OK(store->Apply({.deletes = {"a"}}));
+  EXPECT_EQ(counting.syncs.load(), 2);  // a's record first, then the removal
+}
+
+// Rolling update: two processes share the journal. One's deferred (unsynced) record must reach
+// the disk before the other writes after it; else the other's fdatasync flushes both at once and
+// a power cut inside it could keep the newer record and tear the older (damage at replay).
+TEST_F(StoreTest, TwinSyncsTheOthersDeferredRecordBeforeWritingAfterIt) {
+  ASSERT_OK_AND_ASSIGN(auto old_plugin, CheckpointStore::Open({.dir = dir_.string(),
+                                                               .background_compaction = false}));
+  FaultyFileSystem twin_fs;
+  ASSERT_OK_AND_ASSIGN(auto twin, CheckpointStore::Open({.dir = dir_.string(),
+                                                         .fs = &twin_fs,
+                                                         .background_compaction = false}));
+  ASSERT_OK(old_plugin->ApplyDeferred({.puts = {Claim("a")}}));
+
+  // The twin's first write-side step is the sync of a's record, not the write of its own.
+  twin_fs.count = 0;
+  twin_fs.fail_at = 0;
+  EXPECT_THAT(twin->RecordPrepareStarted(Claim("b")),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("fdatasync")));
+  EXPECT_EQ(JournalRecords(twin->journal_path()), 1);
+  twin_fs.fail_at = -1;
+  twin_fs.syncs = 0;
+  ASSERT_OK(twin->RecordPrepareStarted(Claim("b")));
+  EXPECT_EQ(twin_fs.syncs.load(), 2);  // a's record, then b's
+  // Its own records need no extra sync; the other's new deferred record does.
+  ASSERT_OK(twin->RecordPrepareCompleted(Claim("b")));
+  EXPECT_EQ(twin_fs.syncs.load(), 3);
+  ASSERT_OK(old_plugin->ApplyDeferred({.deletes = {"a"}}));
+  ASSERT_OK(twin->Remove("b"));
+  EXPECT_EQ(twin_fs.syncs.load(), 5);
+  EXPECT_THAT(old_plugin->Load(), IsOkAndHolds(Checkpoint{}));
+}
+
 TEST_F(StoreTest, LockSerializesProcessesAndThreads) {
   auto store = OpenStore();
   constexpr int kThreads = 4;

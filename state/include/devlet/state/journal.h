@@ -60,6 +60,10 @@ struct JournalChange {
 // Diff returns the change that turns `from` into `to`.
 JournalChange Diff(const Checkpoint& from, const Checkpoint& to);
 
+// ApplyJournalChange applies `change` to `checkpoint` as replay does: puts in order (a later put
+// of the same UID wins), then deletes.
+void ApplyJournalChange(Checkpoint& checkpoint, JournalChange change);
+
 // EncodeJournalRecord returns the record for `change` with sequence number `seq`, padded with
 // zeros to a multiple of kJournalAlign.
 std::string EncodeJournalRecord(std::uint64_t seq, const JournalChange& change);

@@ -92,6 +92,20 @@ class CheckpointStore {
   // synced in order: a change is never written while an earlier one is unsynced.
   absl::Status UpdateDeferred(const std::function<absl::Status(Checkpoint&)>& mutate);
 
+  // Apply stores `change` as one record (puts replace the claim with the same UID, deletes of
+  // unknown UIDs are fine), durable when it returns. Unlike Update it neither copies nor compares
+  // the whole checkpoint: the cost is the change's, not the node's (the kubelet plugin's group
+  // commit). Puts equal to what is stored and deletes of absent UIDs are left out of the record;
+  // nothing is written when nothing is left. A put with an empty UID is kInvalidArgument.
+  absl::Status Apply(JournalChange change);
+
+  // ApplyDeferred is Apply with UpdateDeferred's durability.
+  absl::Status ApplyDeferred(JournalChange change);
+
+  // Read runs `reader` on the current checkpoint under the lock, without copying it (Load
+  // copies). `reader` must not call back into the store.
+  absl::Status Read(const std::function<void(const Checkpoint&)>& reader);
+
   // Flush syncs a deferred change now (no-op when there is none).
   absl::Status Flush();
 
@@ -135,12 +149,18 @@ class CheckpointStore {
   class Lock;
   absl::StatusOr<Lock> Acquire();
   absl::Status OpenJournalLocked();
+  // CurrentLocked brings cache_ up to date and returns it (valid until the lock is released or
+  // the next write); LoadLocked returns a copy.
+  absl::StatusOr<const Checkpoint*> CurrentLocked();
   absl::StatusOr<Checkpoint> LoadLocked();
   void LogTorn(const JournalReplay& replay);
   absl::Status UpdateImpl(const std::function<absl::Status(Checkpoint&)>& mutate, bool sync);
-  absl::Status SaveLocked(const Checkpoint& before, const Checkpoint& after, bool sync = true);
+  absl::Status ApplyImpl(JournalChange change, bool sync);
+  // WriteChangeLocked records `change` over cache_ (current, from CurrentLocked) and applies it
+  // to cache_ in place.
+  absl::Status WriteChangeLocked(JournalChange change, bool sync);
   absl::Status FlushLocked();
-  absl::Status CompactLocked(const Checkpoint& checkpoint);
+  absl::Status CompactLocked(Checkpoint checkpoint);
   absl::Status ClearJournalLocked(std::uint64_t bytes);
   void MaybeCompactLater(bool now);
   void FlushLater();
@@ -172,6 +192,11 @@ class CheckpointStore {
   std::uint64_t journal_seq_ = 0;      // last sequence number (snapshot's or journal's)
   bool journal_torn_ = false;          // an unreadable last record sits at journal_end_
   bool unsynced_ = false;              // the last record was written by UpdateDeferred, not synced
+  // Records another process (a rolling-update twin) appended since our last sync: they may be
+  // its deferred, unsynced ones. They are synced before we write after them, so that one flush
+  // never carries an older record together with a newer one (a power cut inside it could tear
+  // the older and keep the newer: damage in the middle at replay).
+  bool foreign_records_ = false;
   std::uint64_t logged_torn_at_ = ~std::uint64_t{0};  // torn tail already logged at this offset
 
   std::mutex compactor_mu_;

@@ -3,7 +3,9 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "devlet/cdi/spec.h"
 #include "devlet/cdi/codec.h"
@@ -204,18 +206,62 @@ absl::StatusOr<std::unique_ptr<StateCheckpointStore>> StateCheckpointStore::Open
 
 namespace {
 
-absl::StatusOr<ClaimRecord> FromState(const state::PreparedClaim& claim) {
+// ParsedRecords memoizes, per claim UID, the plugin record decoded from the annotation's text.
+// Every batch lists the whole checkpoint (it checks every claim for device conflicts), and
+// parsing each record's JSON again for every batch made a lone claim's prepare cost grow with
+// the claims already prepared on the node. The text is compared before a cached record is used,
+// so an entry is never stale; List drops the UIDs that left the checkpoint. Keyed by store: a
+// closed store's entries stay until another store takes its address (stores normally live as
+// long as the process).
+class ParsedRecords {
+ public:
+  // Parse returns the record in `text`, the annotation of claim `uid` in `owner`'s checkpoint.
+  absl::StatusOr<ClaimRecord> Parse(const void* owner, const std::string& uid,
+                                    const std::string& text) {
+    {
+      std::lock_guard lock(mu_);
+      auto& records = records_[owner];
+      if (auto it = records.find(uid); it != records.end() && it->second.first == text) {
+        return it->second.second;
+      }
+    }
+    nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      return absl::DataLossError("checkpoint entry for claim UID " + uid +
+                                 " holds a malformed plugin record");
+    }
+    DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, internal::RecordFromJson(doc));
+    std::lock_guard lock(mu_);
+    records_[owner].insert_or_assign(uid, std::make_pair(text, record));
+    return record;
+  }
+
+  // Retain forgets `owner`'s UIDs for which `keep` is false.
+  void Retain(const void* owner, const std::function<bool(const std::string&)>& keep) {
+    std::lock_guard lock(mu_);
+    std::erase_if(records_[owner], [&](const auto& entry) { return !keep(entry.first); });
+  }
+
+ private:
+  std::mutex mu_;
+  // store -> claim UID -> (annotation text, record)
+  std::unordered_map<const void*,
+                     std::unordered_map<std::string, std::pair<std::string, ClaimRecord>>>
+      records_;
+};
+
+ParsedRecords& Parsed() {
+  static ParsedRecords* const parsed = new ParsedRecords();  // never destroyed: no exit order
+  return *parsed;
+}
+
+absl::StatusOr<ClaimRecord> FromState(const void* owner, const state::PreparedClaim& claim) {
   auto it = claim.annotations.find(StateCheckpointStore::kRecordAnnotation);
   if (it == claim.annotations.end()) {
     return absl::DataLossError("checkpoint entry for claim " + claim.namespace_name + "/" + claim.name +
                     " (UID " + claim.uid + ") was not written by the kubelet plugin");
   }
-  nlohmann::json doc = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return absl::DataLossError("checkpoint entry for claim UID " + claim.uid +
-                               " holds a malformed plugin record");
-  }
-  DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, internal::RecordFromJson(doc));
+  DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, Parsed().Parse(owner, claim.uid, it->second));
   // The state/ fields are authoritative for what the NRI side may have changed.
   record.state = claim.state == state::ClaimState::kPrepareCompleted
                      ? ClaimState::kPrepareCompleted
@@ -229,7 +275,7 @@ absl::StatusOr<ClaimRecord> FromState(const state::PreparedClaim& claim) {
 absl::StatusOr<std::optional<ClaimRecord>> StateCheckpointStore::Get(const std::string& claim_uid) {
   DEVLET_ASSIGN_OR_RETURN(std::optional<state::PreparedClaim> claim, store_->FindClaim(claim_uid));
   if (!claim) return std::optional<ClaimRecord>();
-  DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, FromState(*claim));
+  DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, FromState(this, *claim));
   return std::optional<ClaimRecord>(std::move(record));
 }
 
@@ -280,20 +326,15 @@ absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
 absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
                                           const std::vector<std::string>& deletes) {
   if (puts.empty() && deletes.empty()) return absl::OkStatus();
-  std::vector<state::PreparedClaim> claims;
-  claims.reserve(puts.size());
+  // One record with exactly this batch's changes (state::CheckpointStore::Apply): the cost does
+  // not grow with the claims already on the node.
+  state::JournalChange change;
+  change.puts.reserve(puts.size());
   for (const ClaimRecord& record : puts) {
     if (record.claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
-    claims.push_back(ToState(record, driver_, cdi_root_));
+    change.puts.push_back(ToState(record, driver_, cdi_root_));
   }
-  auto mutate = [&](state::Checkpoint& checkpoint) {
-    for (state::PreparedClaim& claim : claims) {
-      std::string uid = claim.uid;
-      checkpoint.claims[uid] = std::move(claim);
-    }
-    for (const std::string& uid : deletes) checkpoint.claims.erase(uid);
-    return absl::OkStatus();
-  };
+  change.deletes = deletes;
   // PrepareCompleted (and new pods of a completed claim) need not reach the disk before the
   // kubelet's answer: a kill -9 keeps the record (page cache), and a power loss only leaves the
   // claim PrepareStarted, which the kubelet's repeated prepare after the reboot redoes
@@ -303,7 +344,7 @@ absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
       deletes.empty() && std::all_of(puts.begin(), puts.end(), [](const ClaimRecord& r) {
         return r.state == ClaimState::kPrepareCompleted;
       });
-  return deferrable ? store_->UpdateDeferred(mutate) : store_->Update(mutate);
+  return deferrable ? store_->ApplyDeferred(std::move(change)) : store_->Apply(std::move(change));
 }
 
 absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {
@@ -311,12 +352,22 @@ absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {
 }
 
 absl::StatusOr<std::vector<ClaimRecord>> StateCheckpointStore::List() {
-  DEVLET_ASSIGN_OR_RETURN(state::Checkpoint checkpoint, store_->Load());
   std::vector<ClaimRecord> out;
-  for (const auto& [uid, claim] : checkpoint.claims) {
-    DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, FromState(claim));
-    out.push_back(std::move(record));
-  }
+  absl::Status status;
+  DEVLET_RETURN_IF_ERROR(store_->Read([&](const state::Checkpoint& checkpoint) {
+    out.reserve(checkpoint.claims.size());
+    for (const auto& [uid, claim] : checkpoint.claims) {
+      absl::StatusOr<ClaimRecord> record = FromState(this, claim);
+      if (!record.ok()) {
+        status = record.status();
+        return;
+      }
+      out.push_back(*std::move(record));
+    }
+    Parsed().Retain(this,
+                    [&](const std::string& uid) { return checkpoint.claims.count(uid) > 0; });
+  }));
+  DEVLET_RETURN_IF_ERROR(status);
   return out;
 }
 

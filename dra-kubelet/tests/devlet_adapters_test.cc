@@ -126,5 +126,63 @@ TEST(DevletAdapters, PrepareAndUnprepareOnKubeCdiAndState) {
   EXPECT_THAT(backend.PreparedDevices(), IsEmpty());
 }
 
+// List and Get see what the checkpoint holds now, whoever wrote it (another store object stands
+// for a rolling-update twin), though decoded records are reused between calls.
+TEST(DevletAdapters, StateCheckpointStoreListsWhatIsStoredNow) {
+  TempDir dir;
+  const std::string data = dir.path() + "/data";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> mine,
+                       StateCheckpointStore::Open(data, "gpu.devlet.test", "/cdi"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> twin,
+                       StateCheckpointStore::Open(data, "gpu.devlet.test", "/cdi"));
+  auto record = [](const std::string& uid, std::int64_t generation) {
+    ClaimRecord r;
+    r.claim = {"default", "claim-" + uid, uid};
+    r.state = ClaimState::kPrepareCompleted;
+    r.pod_uids = {"pod-" + uid};
+    PreparedDeviceRecord device;
+    device.requests = {"gpu"};
+    device.pool = "node-1";
+    device.device = "gpu-" + uid;
+    r.devices.push_back(device);
+    r.metadata_generation = generation;
+    return r;
+  };
+  auto generations = [](const std::vector<ClaimRecord>& records) {
+    std::vector<std::string> out;
+    for (const ClaimRecord& r : records) {
+      out.push_back(r.claim.uid + ":" + std::to_string(r.metadata_generation));
+    }
+    return out;
+  };
+  ASSERT_OK(mine->Commit({record("a", 1), record("b", 1)}, {}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimRecord> listed, mine->List());
+  EXPECT_THAT(generations(listed), ElementsAre("a:1", "b:1"));
+
+  ASSERT_OK(twin->Commit({record("a", 2)}, {"b"}));
+  ASSERT_OK_AND_ASSIGN(listed, mine->List());
+  EXPECT_THAT(generations(listed), ElementsAre("a:2"));
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> a, mine->Get("a"));
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->metadata_generation, 2);
+  EXPECT_THAT(a->pod_uids, ElementsAre("pod-a"));
+
+  // b again, as it was: decoded again, not remembered from before its removal.
+  ASSERT_OK(twin->Commit({record("b", 1)}, {}));
+  ASSERT_OK_AND_ASSIGN(listed, mine->List());
+  EXPECT_THAT(generations(listed), ElementsAre("a:2", "b:1"));
+
+  // A record we cannot decode is an error, not a stale copy.
+  ASSERT_OK(twin->store().Update([](state::Checkpoint& c) {
+    c.claims.at("a").annotations[StateCheckpointStore::kRecordAnnotation] = "{not json";
+    return absl::OkStatus();
+  }));
+  EXPECT_THAT(mine->List().status(),
+              ::devlet::testing::StatusIs(absl::StatusCode::kDataLoss,
+                                          HasSubstr("malformed plugin record")));
+  ASSERT_OK(twin->Commit({}, {"a", "b"}));
+  EXPECT_THAT(mine->List(), ::devlet::testing::IsOkAndHolds(IsEmpty()));
+}
+
 }  // namespace
 }  // namespace devlet::dra_kubelet

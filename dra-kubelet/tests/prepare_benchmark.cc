@@ -8,6 +8,8 @@
 //   BM_PrepareInFlight/inflight:N/journal:J   N kubelet calls in flight at once, one claim each
 //                                             (N pods starting)
 //   BM_PrepareOneRequest/claims:N/journal:J   one call carrying N claims (one pod with N claims)
+//   BM_PrepareBusyNode/inflight:N/resident:R  InFlight with R other claims prepared throughout
+//                                             (a node whose pods already run)
 // journal:1 is devlet-node's checkpoint (state/ with its journal: one fdatasync'd in-place record
 // per change); journal:0 rewrites checkpoint.json on every change (temp, fsync, rename, dir fsync),
 // the store as it was before the journal.
@@ -16,13 +18,17 @@
 // per call, so per claim); ms_per_claim is the
 // batch's wall time divided by N; the *_ms_per_claim counters split the preparer's time by store
 // (claim fetch, checkpoint reads, checkpoint writes, CDI writes, backend), measured by wrappers;
-// ckpt_writes_per_claim counts durable checkpoint writes (group commit shares them).
+// ckpt_writes_per_claim counts durable checkpoint writes (group commit shares them);
+// cpu_ms_per_claim is the CPU time of the whole process (user + system, every thread: the
+// kubelet-side clients and gRPC too) during the timed calls, per claim: what the calls cost a
+// busy node, less sensitive than latencies to what else runs.
 // Every iteration unprepares its claims afterwards (not timed), so each prepare is a first one.
 //
 //   build-dra/dra-kubelet/dra_kubelet_prepare_benchmark --benchmark_min_time=1x
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -58,6 +64,17 @@ using Clock = std::chrono::steady_clock;
 
 double Millis(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// CpuMillis is the CPU time of the whole process so far (every thread: the kubelet-side
+// clients, gRPC and the plugin), user + system.
+double CpuMillis() {
+  struct rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+  };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
 // Accumulated time per store operation, in nanoseconds.
@@ -220,11 +237,13 @@ class CdiDir {
 class Env {
  public:
   // journal: the state/ checkpoint with its journal (devlet-node's default); false: every change
-  // rewrites checkpoint.json (the store before the journal).
-  explicit Env(bool journal) : backend_(kPool, SimulatedBackend::Gpus(kMaxClaims)) {
+  // rewrites checkpoint.json (the store before the journal). resident: claims prepared at the
+  // start and kept (a node whose pods already run): claims [kMaxClaims, kMaxClaims + resident).
+  explicit Env(bool journal, int resident = 0)
+      : backend_(kPool, SimulatedBackend::Gpus(kMaxClaims + resident)) {
     const std::string manifests = dir_.path() + "/manifests";
     std::filesystem::create_directories(manifests);
-    for (int i = 0; i < kMaxClaims; ++i) {
+    for (int i = 0; i < kMaxClaims + resident; ++i) {
       testing::WriteFile(manifests + "/" + ClaimName(i) + ".json", ClaimJson(i));
     }
     // The manifest store decodes files younger than a second on every read; on a node claims
@@ -254,6 +273,7 @@ class Env {
     channel_ = grpc::CreateChannel("unix:" + plugin_->DraSocketPath(),
                                    grpc::InsecureChannelCredentials());
     stub_ = drav1::DRAPlugin::NewStub(channel_);
+    if (resident > 0) Prepare(kMaxClaims, resident);
   }
 
   ~Env() { plugin_->Stop(); }
@@ -342,11 +362,12 @@ double Percentile(std::vector<double> values, double p) {
 }
 
 void Report(benchmark::State& state, Env& env, const std::vector<double>& latencies,
-            double total_batch_ms, std::int64_t claims) {
+            double total_batch_ms, double cpu_ms, std::int64_t claims) {
   state.counters["p50_ms"] = Percentile(latencies, 0.50);
   state.counters["p99_ms"] = Percentile(latencies, 0.99);
   const double n = static_cast<double>(std::max<std::int64_t>(claims, 1));
   state.counters["ms_per_claim"] = total_batch_ms / n;
+  state.counters["cpu_ms_per_claim"] = cpu_ms / n;
   Timings& t = env.timings();
   auto per_claim = [&](std::atomic<std::int64_t>& total) {
     return static_cast<double>(total.load()) / 1e6 / n;
@@ -359,14 +380,14 @@ void Report(benchmark::State& state, Env& env, const std::vector<double>& latenc
   state.counters["ckpt_writes_per_claim"] = static_cast<double>(t.commits.load()) / n;
 }
 
-void BM_PrepareInFlight(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  Env env(state.range(1) != 0);
+void RunInFlight(benchmark::State& state, int n, bool journal, int resident) {
+  Env env(journal, resident);
   env.Prepare(0, 1);  // Connect and warm up.
   env.UnprepareAll(1);
   env.timings().Reset();
   std::vector<double> latencies;
   double total_ms = 0;
+  double cpu_ms = 0;
   std::int64_t claims = 0;
   for (auto _ : state) {
     std::mutex mutex;
@@ -384,6 +405,7 @@ void BM_PrepareInFlight(benchmark::State& state) {
       });
     }
     auto start = Clock::now();
+    const double cpu_start = CpuMillis();
     {
       std::lock_guard lock(mutex);
       go = true;
@@ -391,19 +413,36 @@ void BM_PrepareInFlight(benchmark::State& state) {
     cv.notify_all();
     for (std::thread& thread : threads) thread.join();
     const double wall = Millis(Clock::now() - start);
+    cpu_ms += CpuMillis() - cpu_start;
     state.SetIterationTime(wall / 1000.0);
     total_ms += wall;
     claims += n;
     latencies.insert(latencies.end(), batch.begin(), batch.end());
     env.UnprepareAll(n);
   }
-  Report(state, env, latencies, total_ms, claims);
+  Report(state, env, latencies, total_ms, cpu_ms, claims);
+}
+
+void BM_PrepareInFlight(benchmark::State& state) {
+  RunInFlight(state, static_cast<int>(state.range(0)), state.range(1) != 0, 0);
 }
 BENCHMARK(BM_PrepareInFlight)
     ->ArgNames({"inflight", "journal"})
     ->ArgsProduct({{1, 10, 100}, {1, 0}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// A busy node: `resident` claims stay prepared while the timed calls run (costs that grow with
+// the checkpoint show here), devlet-node's checkpoint.
+void BM_PrepareBusyNode(benchmark::State& state) {
+  RunInFlight(state, static_cast<int>(state.range(0)), true, static_cast<int>(state.range(1)));
+}
+BENCHMARK(BM_PrepareBusyNode)
+    ->ArgNames({"inflight", "resident"})
+    ->ArgsProduct({{1, 10}, {200}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 
 void BM_PrepareOneRequest(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
@@ -413,16 +452,19 @@ void BM_PrepareOneRequest(benchmark::State& state) {
   env.timings().Reset();
   std::vector<double> latencies;
   double total_ms = 0;
+  double cpu_ms = 0;
   std::int64_t claims = 0;
   for (auto _ : state) {
+    const double cpu_start = CpuMillis();
     const double took = Millis(env.Prepare(0, n));
+    cpu_ms += CpuMillis() - cpu_start;
     state.SetIterationTime(took / 1000.0);
     latencies.push_back(took);
     total_ms += took;
     claims += n;
     env.UnprepareAll(n);
   }
-  Report(state, env, latencies, total_ms, claims);
+  Report(state, env, latencies, total_ms, cpu_ms, claims);
 }
 BENCHMARK(BM_PrepareOneRequest)
     ->ArgNames({"claims", "journal"})

@@ -38,6 +38,12 @@
 #ifndef CELDIFF_CORPUS
 #error "CELDIFF_CORPUS (path of corpus.txt) must be defined by the build"
 #endif
+#ifndef CELDIFF_SYNTAX
+#error "CELDIFF_SYNTAX (path of syntax.txt) must be defined by the build"
+#endif
+#ifndef CELDIFF_SEEDS
+#error "CELDIFF_SEEDS (path of mutation_seeds.txt) must be defined by the build"
+#endif
 
 namespace devlet::cel {
 namespace {
@@ -147,13 +153,19 @@ struct Tally {
   int order_dependent_costs = 0;
   int tracker_panics = 0;
   int estimate_differences = 0;
+  int syntax_errors = 0;        // Kubernetes reports a syntax error
+  int syntax_texts_agree = 0;   // ... and devlet's text is the same
 };
 
 void RunDifferential(int random, int seed, bool with_corpus, Known* known,
-                     const std::string& corpus = CELDIFF_CORPUS, bool verbose = false) {
+                     const std::string& corpus = CELDIFF_CORPUS, bool verbose = false,
+                     int mutations = 0) {
   std::string command = std::string(CELDIFF_ORACLE) + " eval -corpus '" + corpus +
                         "' -random " + std::to_string(random) + " -seed " + std::to_string(seed) +
                         (with_corpus ? "" : " -selectors=false");
+  if (mutations > 0) {
+    command += " -mutate " + std::to_string(mutations) + " -mutate-from '" CELDIFF_SEEDS "'";
+  }
   absl::StatusOr<std::string> output = RunCommand(command);
   ASSERT_TRUE(output.ok()) << output.status();
 
@@ -169,7 +181,7 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
   absl::StatusOr<std::vector<Device>> devices = BuildDevices(lines[0].at("devices"));
   ASSERT_TRUE(devices.ok()) << devices.status();
 
-  std::map<std::string, Tally> tallies;  // "corpus" / "random"
+  std::map<std::string, Tally> tallies;  // "corpus" / "random" / "syntax" / "mutation"
   int reported = 0;
   // CELDIFF_DUMP=FILE appends every disagreement to FILE (a starting point for the known list).
   const char* dump_path = std::getenv("CELDIFF_DUMP");
@@ -182,7 +194,9 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
     const json& line = lines[i];
     const std::string expr = line.at("expr").get<std::string>();
     const std::string source = line.at("source").get<std::string>();
-    Tally& t = tallies[source.substr(0, source.find(':'))];
+    std::string kind = source.substr(0, source.find(':'));
+    if (kind == "corpus" && corpus == CELDIFF_SYNTAX) kind = "syntax";
+    Tally& t = tallies[kind];
     ++t.expressions;
     absl::StatusOr<Program> program = dra::CompileSelector(expr);
     const bool go_compiles = !line.contains("compileError");
@@ -205,6 +219,9 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
     if (!go_compiles) {
       // Kubernetes shows this text to the user (claim validation): it must be the same.
       const std::string want = line.at("compileError").get<std::string>();
+      const bool syntax = want.find("Syntax error: ") != std::string::npos;
+      t.syntax_errors += syntax;
+      t.syntax_texts_agree += syntax && want == Message(program.status());
       if (want != Message(program.status())) {
         ++t.compile_message_differences;
         if (is_known) {
@@ -327,11 +344,11 @@ void RunDifferential(int random, int seed, bool with_corpus, Known* known,
         "celdiff %-6s: %d expressions (%d fail to compile), %d evaluations (%d match, %d no "
         "match, %d error): %d disagreements, %d known; costs: %d order-dependent (not compared), %d "
         "tracker panics, %d differ (lenient); %d estimated costs, %d compile error texts, %d "
-        "runtime error texts differ\n",
+        "runtime error texts differ; %d syntax errors, %d texts equal\n",
         kind.c_str(), t.expressions, t.compile_errors, t.evaluations, t.matches, t.non_matches,
         t.errors, t.disagreements, t.known, t.order_dependent_costs, t.tracker_panics,
         t.cost_differences, t.estimate_differences, t.compile_message_differences,
-        t.message_differences);
+        t.message_differences, t.syntax_errors, t.syntax_texts_agree);
   }
   if (dump != nullptr) fclose(dump);
   if (reported > 60) ADD_FAILURE() << (reported - 60) << " more disagreements not shown";
@@ -347,10 +364,25 @@ TEST(CelDiffTest, CorpusAndSeededRandomSelectorsAgreeWithKubernetes) {
     RunDifferential(/*random=*/0, /*seed=*/1, /*with_corpus=*/true, &none, probe, /*verbose=*/true);
     return;
   }
-  // The corpus, then random selectors from three seeds.
-  RunDifferential(/*random=*/2000, /*seed=*/1, /*with_corpus=*/true, &*known);
-  RunDifferential(/*random=*/1000, /*seed=*/2, /*with_corpus=*/false, &*known);
-  RunDifferential(/*random=*/1000, /*seed=*/3, /*with_corpus=*/false, &*known);
+  // CELDIFF_ONLY_SYNTAX=1 runs only the syntax-error run below (listed known disagreements of the
+  // other runs are then not checked).
+  const bool only_syntax = std::getenv("CELDIFF_ONLY_SYNTAX") != nullptr;
+  if (!only_syntax) {
+    // The corpus, then random selectors from three seeds.
+    RunDifferential(/*random=*/2000, /*seed=*/1, /*with_corpus=*/true, &*known);
+    RunDifferential(/*random=*/1000, /*seed=*/2, /*with_corpus=*/false, &*known);
+    RunDifferential(/*random=*/1000, /*seed=*/3, /*with_corpus=*/false, &*known);
+  }
+  // Syntax errors: syntax.txt's hand-written mistakes and seeded mutations (a token deleted,
+  // inserted, doubled or swapped) of mutation_seeds.txt's selectors; error texts compared exactly.
+  // CELDIFF_SYNTAX_MUTATIONS=N and CELDIFF_SYNTAX_SEED=S widen the search.
+  {
+    const char* n = std::getenv("CELDIFF_SYNTAX_MUTATIONS");
+    const char* s = std::getenv("CELDIFF_SYNTAX_SEED");
+    RunDifferential(/*random=*/0, /*seed=*/s != nullptr ? std::atoi(s) : 1, /*with_corpus=*/true,
+                    &*known, CELDIFF_SYNTAX, /*verbose=*/false,
+                    /*mutations=*/n != nullptr ? std::atoi(n) : 1000);
+  }
   // CELDIFF_MORE_SEEDS=4,5,... adds 1000 random selectors per seed (a wider search; listed
   // known disagreements must still occur in the default run).
   if (const char* more = std::getenv("CELDIFF_MORE_SEEDS"); more != nullptr) {
@@ -365,6 +397,7 @@ TEST(CelDiffTest, CorpusAndSeededRandomSelectorsAgreeWithKubernetes) {
   for (const auto& [expr, reason] : known->reason_by_expr) {
     auto it = known->disagreed.find(expr);
     if (it == known->disagreed.end()) {
+      if (only_syntax) continue;
       ADD_FAILURE() << "known_disagreements.txt lists an expression that no longer occurs: " << expr;
     } else if (!it->second) {
       ADD_FAILURE() << "known_disagreements.txt lists an expression that now agrees with "

@@ -12,11 +12,13 @@
 // later pass can overflow the stack. && and || chains are balanced like cel-go does.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include "ast.h"
+#include "syntax_errors.h"
 #include "utf8.h"
 
 namespace devlet::cel::internal {
@@ -81,18 +83,15 @@ class Lexer {
     // String and bytes literals with prefixes.
     {
       size_t p = pos_;
+      // CEL's prefixes: b or B, then r or R (rb"..." is the identifier rb and a string).
       bool raw = false, bytes = false;
-      for (int i = 0; i < 2 && p < src_.size(); ++i) {
-        const char ch = src_[p];
-        if ((ch == 'r' || ch == 'R') && !raw) {
-          raw = true;
-          ++p;
-        } else if ((ch == 'b' || ch == 'B') && !bytes) {
-          bytes = true;
-          ++p;
-        } else {
-          break;
-        }
+      if (p < src_.size() && (src_[p] == 'b' || src_[p] == 'B')) {
+        bytes = true;
+        ++p;
+      }
+      if (p < src_.size() && (src_[p] == 'r' || src_[p] == 'R')) {
+        raw = true;
+        ++p;
       }
       if (p < src_.size() && (src_[p] == '"' || src_[p] == '\'')) {
         pos_ = p;
@@ -146,8 +145,13 @@ class Lexer {
         break;
       case '`': {
         ++pos_;
-        while (pos_ < src_.size() && src_[pos_] != '`' && src_[pos_] != '\n') ++pos_;
-        if (pos_ >= src_.size() || src_[pos_] != '`') {
+        // Letters, digits and _ . - / and space, at least one.
+        while (pos_ < src_.size() && (IsIdentStart(src_[pos_]) || IsDigit(src_[pos_]) ||
+                                      src_[pos_] == '.' || src_[pos_] == '-' ||
+                                      src_[pos_] == '/' || src_[pos_] == ' ')) {
+          ++pos_;
+        }
+        if (pos_ >= src_.size() || src_[pos_] != '`' || pos_ == start + 1) {
           return Error(start, "unterminated quoted identifier");
         }
         ++pos_;
@@ -169,7 +173,7 @@ class Lexer {
   void SkipSpace() {
     while (pos_ < src_.size()) {
       const char c = src_[pos_];
-      if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
         ++pos_;
       } else if (c == '/' && pos_ + 1 < src_.size() && src_[pos_ + 1] == '/') {
         while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
@@ -192,7 +196,8 @@ class Lexer {
     Token t;
     t.offset = static_cast<int32_t>(start);
     bool is_double = false;
-    if (src_[pos_] == '0' && pos_ + 1 < src_.size() && (src_[pos_ + 1] == 'x' || src_[pos_ + 1] == 'X')) {
+    if (src_[pos_] == '0' && pos_ + 2 < src_.size() && src_[pos_ + 1] == 'x' &&
+        IsHex(src_[pos_ + 2])) {  // only a lowercase 0x with a digit: 0X1 is 0 then X1
       pos_ += 2;
       const size_t digits = pos_;
       while (pos_ < src_.size() && IsHex(src_[pos_])) ++pos_;
@@ -339,7 +344,11 @@ class Parser {
       SyntaxError(tok_.offset, "mismatched input '" + TokText(tok_) + "' expecting <EOF>");
     }
     if (failed_) {
-      result.errors = std::move(errors_);
+      // The first error is enough to reject the input; the text Kubernetes shows for a syntax
+      // error (ANTLR's messages, recovery and follow-up errors) comes from a second reading.
+      std::string antlr;
+      if (errors_.find("recursion limit") == std::string::npos) antlr = CelGoSyntaxErrors(src_);
+      result.errors = antlr.empty() ? std::move(errors_) : std::move(antlr);
       return result;
     }
     result.expr = std::move(e);
@@ -594,8 +603,9 @@ class Parser {
         Advance();
       }
       ExprPtr e;
-      if (tok_.kind == Tok::kInt || tok_.kind == Tok::kDouble) {
-        // The innermost minus belongs to the literal: -9223372036854775808 is an int.
+      if ((tok_.kind == Tok::kInt || tok_.kind == Tok::kDouble) && offsets.size() == 1) {
+        // A lone minus belongs to the literal: -9223372036854775808 is an int. After two or more
+        // (--1) every minus is a negation, as cel-go's grammar resolves that ambiguity.
         e = ParseMemberFrom(ParseNumber(/*negative=*/true, offsets.back()));
         offsets.pop_back();
       } else {
@@ -616,7 +626,12 @@ class Parser {
       std::string s(text);
       if (negative) s.insert(s.begin(), '-');
       c.kind = Constant::Kind::kDouble;
-      c.d = std::strtod(s.c_str(), nullptr);  // overflow gives +-inf, as Go's ParseFloat
+      c.d = std::strtod(s.c_str(), nullptr);
+      // Go's ParseFloat fails on overflow (not on underflow), and cel-go rejects the literal.
+      if (std::isinf(c.d)) {
+        Error(offset, "invalid double literal");
+        return Dummy();
+      }
       return Const(std::move(c), offset);
     }
     const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
@@ -731,7 +746,8 @@ class Parser {
     Advance();  // '{'
     ExprPtr s = New(Expr::Kind::kStruct, offset);
     s->name = std::move(type_name);
-    while (!failed_ && tok_.kind != Tok::kRBrace) {
+    const bool lone_comma = Accept(Tok::kComma);  // T{,} is T{}
+    while (!failed_ && !lone_comma && tok_.kind != Tok::kRBrace) {
       const bool opt = Accept(Tok::kQuestion);
       if (tok_.kind != Tok::kIdent && tok_.kind != Tok::kQuotedIdent) {
         SyntaxError(tok_.offset, "mismatched input '" + TokText(tok_) + "' expecting IDENTIFIER");
@@ -797,6 +813,13 @@ class Parser {
       case Tok::kLBracket: {
         Advance();
         ExprPtr list = New(Expr::Kind::kList, offset);
+        // The grammar's optional trailing comma also follows no element at all: [,] is [].
+        if (tok_.kind == Tok::kComma) {
+          Advance();
+          Expect(Tok::kRBracket, "']'");
+          if (failed_) return Dummy();
+          return Seal(std::move(list));
+        }
         while (!failed_ && tok_.kind != Tok::kRBracket) {
           const bool opt = tok_.kind == Tok::kQuestion;
           if (opt) {
@@ -817,6 +840,12 @@ class Parser {
       case Tok::kLBrace: {
         Advance();
         ExprPtr map = New(Expr::Kind::kMap, offset);
+        if (tok_.kind == Tok::kComma) {  // {,} is {}
+          Advance();
+          Expect(Tok::kRBrace, "'}'");
+          if (failed_) return Dummy();
+          return Seal(std::move(map));
+        }
         while (!failed_ && tok_.kind != Tok::kRBrace) {
           const bool opt = tok_.kind == Tok::kQuestion;
           if (opt) {
@@ -844,8 +873,8 @@ class Parser {
           return Dummy();
         }
         std::string name(tok_.text);
-        if (IsReserved(name)) {
-          SyntaxError(tok_.offset, "reserved identifier: " + name);
+        if (IsReserved(name)) {  // cel-go's visitor reports it at the name (its dot included)
+          Error(offset, "reserved identifier: " + name);
           return Dummy();
         }
         Advance();
@@ -881,9 +910,11 @@ class Parser {
     return Call(std::move(fn), std::move(args), offset, std::move(target));
   }
 
-  bool VarName(const ExprPtr& e, std::string* out) {
+  // The variable of a macro; `message` is cel-go's text for that macro when it is not a name.
+  bool VarName(const ExprPtr& e, std::string* out,
+               std::string_view message = "argument must be a simple name") {
     if (e->kind != Expr::Kind::kIdent || e->name.empty() || e->name[0] == '.') {
-      Error(e->offset, "argument must be a simple name");
+      Error(e->offset, message);
       return false;
     }
     *out = e->name;
@@ -952,13 +983,17 @@ class Parser {
     if (fn == "bind" && n == 3 && options_.bindings && target->kind == Expr::Kind::kIdent &&
         target->name == "cel") {
       std::string var;
-      if (!VarName(args[0], &var)) return nullptr;
+      if (!VarName(args[0], &var, "cel.bind() variable names must be simple identifiers")) {
+        return nullptr;
+      }
       return Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(args[1]),
                            BoolC(false, offset), Ident(var, offset), std::move(args[2]), var);
     }
     if ((fn == "optMap" || fn == "optFlatMap") && n == 2 && options_.optionals) {
       std::string var;
-      if (!VarName(args[0], &var)) return nullptr;
+      if (!VarName(args[0], &var, fn + "() variable name must be a simple identifier")) {
+        return nullptr;
+      }
       // target.hasValue() ? [optional.of](cel.bind(var, target.value(), f)) : optional.none()
       ExprPtr t2 = Copy(*target);
       ExprPtr has = Call("hasValue", {}, offset, std::move(target));
@@ -973,8 +1008,8 @@ class Parser {
       //   cel.bind(@__sortBy_input__, l, @__sortBy_input__.@sortByAssociatedKeys(
       //       @__sortBy_input__.map(x, key)))
       // (l is evaluated once; the binding and its reads are priced like any cel.bind).
+      // The target first, then the variable (as cel-go's map macro words it).
       std::string var;
-      if (!VarName(args[0], &var)) return nullptr;
       const Expr::Kind k = target->kind;
       if (k != Expr::Kind::kList && k != Expr::Kind::kSelect && k != Expr::Kind::kIdent &&
           k != Expr::Kind::kComprehension && k != Expr::Kind::kCall) {
@@ -983,6 +1018,7 @@ class Parser {
               "expression");
         return nullptr;
       }
+      if (!VarName(args[0], &var, "argument is not an identifier")) return nullptr;
       const std::string input = "@__sortBy_input__";
       ExprPtr keys = Comprehension(
           offset, var, "", Ident(input, offset), ListOf(nullptr, offset), BoolC(true, offset),
@@ -997,7 +1033,11 @@ class Parser {
     if (one_var && (fn == "all" || fn == "exists" || fn == "exists_one" || fn == "map" ||
                     fn == "filter")) {
       std::string v;
-      if (!VarName(args[0], &v)) return nullptr;
+      if (!VarName(args[0], &v,
+                   fn == "map" || fn == "filter" ? "argument is not an identifier"
+                                                 : "argument must be a simple name")) {
+        return nullptr;
+      }
       if (fn == "all") {
         return Comprehension(offset, v, "", std::move(target), BoolC(true, offset),
                              Call1("@not_strictly_false", Accu(offset), offset),

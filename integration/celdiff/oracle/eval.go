@@ -58,16 +58,16 @@ func orderMayMatter(expr string) bool {
 const orderRepeats = 64
 
 type evalLine struct {
-	Expr         string       `json:"expr"`
-	Source       string       `json:"source"`
-	CompileError string       `json:"compileError,omitempty"`
-	MaxCost      uint64       `json:"maxCost,omitempty"`
+	Expr         string `json:"expr"`
+	Source       string `json:"source"`
+	CompileError string `json:"compileError,omitempty"`
+	MaxCost      uint64 `json:"maxCost,omitempty"`
 	// OrderDependent: the runtime cost varied between evaluations of the same device.
-	OrderDependent bool `json:"orderDependent,omitempty"`
-	Results      []evalResult `json:"results,omitempty"`
+	OrderDependent bool         `json:"orderDependent,omitempty"`
+	Results        []evalResult `json:"results,omitempty"`
 }
 
-func evalCorpus(path string, random int, seed int64, withCorpus bool) error {
+func evalCorpus(path string, random int, seed int64, withCorpus bool, mutate int, mutateFrom string) error {
 	c, err := readCorpus(path)
 	if err != nil {
 		return err
@@ -77,6 +77,13 @@ func evalCorpus(path string, random int, seed int64, withCorpus bool) error {
 		selectors = append(selectors, c.Selectors...)
 	}
 	selectors = append(selectors, randomSelectors(random, seed, c.Devices)...)
+	if mutate > 0 {
+		m, err := readCorpus(mutateFrom)
+		if err != nil {
+			return err
+		}
+		selectors = append(selectors, mutateSelectors(mutate, seed, m.Selectors)...)
+	}
 
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()

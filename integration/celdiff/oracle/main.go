@@ -2,6 +2,8 @@
 // C++ CEL engine (see README.md beside this file).
 //
 //	celdiff-oracle eval -corpus corpus.txt -random 2000 -seed 1   DRA selector results (JSON lines)
+//	celdiff-oracle eval -corpus syntax.txt -random 0 -mutate 1000 -mutate-from corpus.txt
+//	                                                  the same for syntax errors (seeded mutations)
 //	celdiff-oracle bench -corpus ../../allocator/cel/bench/selectors.txt   cel-go timings
 //	celdiff-oracle golden-quantity [-random N] | golden-semver    golden data for unit tests
 package main
@@ -24,12 +26,18 @@ func main() {
 	seed := fs.Int64("seed", 1, "eval: seed of the random selectors")
 	corpusPath := fs.String("corpus", "corpus.txt", "eval/bench: the corpus file")
 	withCorpus := fs.Bool("selectors", true, "eval: include the corpus selectors (not only random ones)")
+	mutate := fs.Int("mutate", 0, "eval: seeded syntax mutations of the -mutate-from selectors to add")
+	mutateFrom := fs.String("mutate-from", "", "eval: the corpus whose selectors -mutate mutates (default -corpus)")
 	minTime := fs.Duration("min-time", time.Second, "bench: minimum measuring time per selector")
 	_ = fs.Parse(os.Args[2:])
 	var err error
 	switch cmd {
 	case "eval":
-		err = evalCorpus(*corpusPath, *random, *seed, *withCorpus)
+		from := *mutateFrom
+		if from == "" {
+			from = *corpusPath
+		}
+		err = evalCorpus(*corpusPath, *random, *seed, *withCorpus, *mutate, from)
 	case "bench":
 		err = benchCorpus(*corpusPath, *minTime)
 	case "golden-quantity":

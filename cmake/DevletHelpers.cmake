@@ -139,12 +139,14 @@ function(devlet_proto_library)
   add_library(devlet::${ARG_NAME} ALIAS ${_target})
 endfunction()
 
-# devlet_go_binary(NAME peer [DIR dir]): builds the Go program in DIR (default: this folder, a Go
-# module of its own with a committed go.sum) into ${CMAKE_CURRENT_BINARY_DIR}/NAME. Upstream peers
-# come from the Go module proxy; nothing upstream is committed. Sets DEVLET_GO_<NAME> to the path.
+# devlet_go_binary(NAME peer [DIR dir] [CACHED]): builds the Go program in DIR (default: this
+# folder, a Go module of its own with a committed go.sum) into ${CMAKE_CURRENT_BINARY_DIR}/NAME.
+# Upstream peers come from the Go module proxy; nothing upstream is committed. CACHED (for the
+# harnesses that compile kube-apiserver): built once per content of the module and cached under
+# ~/.cache/devlet by go_cached_build.sh. Sets DEVLET_GO_<NAME> to the path.
 find_program(DEVLET_GO go PATHS /usr/local/go/bin /usr/lib/go/bin)
 function(devlet_go_binary)
-  cmake_parse_arguments(ARG "" "NAME;DIR" "" ${ARGN})
+  cmake_parse_arguments(ARG "CACHED" "NAME;DIR" "" ${ARGN})
   if(NOT DEVLET_GO)
     message(FATAL_ERROR "go is required for ${ARG_NAME}")
   endif()
@@ -153,13 +155,23 @@ function(devlet_go_binary)
   endif()
   file(GLOB_RECURSE _go_sources CONFIGURE_DEPENDS ${ARG_DIR}/*.go ${ARG_DIR}/go.mod ${ARG_DIR}/go.sum)
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME})
-  add_custom_command(
-    OUTPUT ${_out}
-    COMMAND ${CMAKE_COMMAND} -E env GOFLAGS=-mod=mod ${DEVLET_GO} build -o ${_out} .
-    WORKING_DIRECTORY ${ARG_DIR}
-    DEPENDS ${_go_sources}
-    COMMENT "go build ${ARG_NAME}"
-    VERBATIM)
+  if(ARG_CACHED)
+    set(_script ${PROJECT_SOURCE_DIR}/cmake/go_cached_build.sh)
+    add_custom_command(
+      OUTPUT ${_out}
+      COMMAND ${CMAKE_COMMAND} -E env GO=${DEVLET_GO} sh ${_script} ${ARG_DIR} ${ARG_NAME} ${_out}
+      DEPENDS ${_go_sources} ${_script}
+      COMMENT "${ARG_NAME} (cached under ~/.cache/devlet)"
+      VERBATIM)
+  else()
+    add_custom_command(
+      OUTPUT ${_out}
+      COMMAND ${CMAKE_COMMAND} -E env GOFLAGS=-mod=mod ${DEVLET_GO} build -o ${_out} .
+      WORKING_DIRECTORY ${ARG_DIR}
+      DEPENDS ${_go_sources}
+      COMMENT "go build ${ARG_NAME}"
+      VERBATIM)
+  endif()
   add_custom_target(${ARG_NAME}_go ALL DEPENDS ${_out})
   string(TOUPPER ${ARG_NAME} _upper)
   string(REPLACE "-" "_" _upper ${_upper})

@@ -585,33 +585,34 @@ class Parser {
     return left;
   }
 
+  // A run of ! or - applies once when its length is odd and not at all when it is even, at the
+  // first operator: cel-go's visitor drops them in pairs (!!x is x, --x is x, for cost too).
   ExprPtr ParseUnary() {
     if (tok_.kind == Tok::kBang) {
-      std::vector<int32_t> offsets;
+      const int32_t first = tok_.offset;
+      size_t n = 0;
       while (tok_.kind == Tok::kBang) {
-        offsets.push_back(tok_.offset);
+        ++n;
         Advance();
       }
       ExprPtr e = ParseMember();
-      for (size_t i = offsets.size(); i-- > 0 && !failed_;) e = Call1("!_", std::move(e), offsets[i]);
+      if (n % 2 == 1 && !failed_) e = Call1("!_", std::move(e), first);
       return e;
     }
     if (tok_.kind == Tok::kMinus) {
-      std::vector<int32_t> offsets;
+      const int32_t first = tok_.offset;
+      size_t n = 0;
       while (tok_.kind == Tok::kMinus) {
-        offsets.push_back(tok_.offset);
+        ++n;
         Advance();
       }
-      ExprPtr e;
-      if ((tok_.kind == Tok::kInt || tok_.kind == Tok::kDouble) && offsets.size() == 1) {
+      if ((tok_.kind == Tok::kInt || tok_.kind == Tok::kDouble) && n == 1) {
         // A lone minus belongs to the literal: -9223372036854775808 is an int. After two or more
         // (--1) every minus is a negation, as cel-go's grammar resolves that ambiguity.
-        e = ParseMemberFrom(ParseNumber(/*negative=*/true, offsets.back()));
-        offsets.pop_back();
-      } else {
-        e = ParseMember();
+        return ParseMemberFrom(ParseNumber(/*negative=*/true, first));
       }
-      for (size_t i = offsets.size(); i-- > 0 && !failed_;) e = Call1("-_", std::move(e), offsets[i]);
+      ExprPtr e = ParseMember();
+      if (n % 2 == 1 && !failed_) e = Call1("-_", std::move(e), first);
       return e;
     }
     return ParseMember();

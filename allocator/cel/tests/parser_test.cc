@@ -109,7 +109,7 @@ TEST(ParserTest, ReservedWordsAndUnknownTokens) {
 }
 
 TEST(ParserTest, DeepNestingIsBoundedNotACrash) {
-  for (std::string open : {"(", "[", "{1:", "!", "-", "f("}) {
+  for (std::string open : {"(", "[", "{1:", "f("}) {
     std::string expr;
     for (int i = 0; i < 30000; ++i) expr += open;
     expr += "1";
@@ -118,6 +118,9 @@ TEST(ParserTest, DeepNestingIsBoundedNotACrash) {
   std::string nested = "1";
   for (int i = 0; i < 5000; ++i) nested = "[" + nested + "]";
   EXPECT_THAT(CompileError(nested), HasSubstr("recursion limit exceeded"));
+  // Runs of ! and - are loops in cel-go's grammar, not nesting, and cancel in pairs.
+  EXPECT_EQ(CompileError(std::string(30000, '!') + "true"), "<ok>");
+  EXPECT_EQ(CompileError(std::string(30001, '-') + "1 == -1"), "<ok>");
   // Within the limit it works.
   std::string ok = "1";
   for (int i = 0; i < 100; ++i) ok = "(" + ok + ")";

@@ -18,6 +18,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -67,6 +68,19 @@ type evalLine struct {
 	Results        []evalResult `json:"results,omitempty"`
 }
 
+// compileRecovering compiles like the API server, but reports a cel-go panic (found by the syntax
+// mutations: its homogeneous-literal validator indexes an empty list) as the text
+// "cel-go panic: ..." instead of ending the run.
+func compileRecovering(compile func(string, dracel.Options) dracel.CompilationResult,
+	expr string) (result dracel.CompilationResult, panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = fmt.Sprintf("cel-go panic: %v", r)
+		}
+	}()
+	return compile(expr, dracel.Options{}), ""
+}
+
 func evalCorpus(path string, random int, seed int64, withCorpus bool, mutate int, mutateFrom string) error {
 	c, err := readCorpus(path)
 	if err != nil {
@@ -96,8 +110,10 @@ func evalCorpus(path string, random int, seed int64, withCorpus bool, mutate int
 	ctx := context.Background()
 	for _, sel := range selectors {
 		line := evalLine{Expr: sel.Expr, Source: sel.Source}
-		result := compiler.CompileCELExpression(sel.Expr, dracel.Options{})
-		if result.Error != nil {
+		result, panicked := compileRecovering(compiler.CompileCELExpression, sel.Expr)
+		if panicked != "" {
+			line.CompileError = panicked
+		} else if result.Error != nil {
 			line.CompileError = result.Error.Error()
 		} else {
 			line.MaxCost = result.MaxCost

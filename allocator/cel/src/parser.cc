@@ -735,7 +735,7 @@ class Parser {
         continue;
       }
       if (tok_.kind == Tok::kLBrace && IsQualifiedName(*e)) {
-        e = ParseStruct(QualifiedName(*e), e->offset);
+        e = ParseStruct(QualifiedName(*e), tok_.offset);  // cel-go places a message at its brace
         continue;
       }
       break;

@@ -448,8 +448,11 @@ struct Abort {};
 
 class Parser {
  public:
-  Parser(std::string_view src, std::vector<Token> all, std::vector<Report>* errors)
-      : src_(src), all_(std::move(all)), errors_(errors) {
+  // `lexer_errors` are reported as the parser reads up to them (cel-go's lexer runs on demand,
+  // so they count towards the same limit and stop with the parse).
+  Parser(std::string_view src, std::vector<Token> all, std::vector<Report> lexer_errors,
+         std::vector<Report>* errors)
+      : src_(src), all_(std::move(all)), lexer_errors_(std::move(lexer_errors)), errors_(errors) {
     for (size_t i = 0; i < all_.size(); ++i) {
       if (!all_[i].hidden) visible_.push_back(i);
     }
@@ -469,11 +472,28 @@ class Parser {
 
  private:
   // ---- Tokens
-  const Token& LT(size_t k) const {  // k >= 1
-    return all_[visible_[std::min(p_ + k - 1, visible_.size() - 1)]];
+  const Token& LT(size_t k) {  // k >= 1
+    const Token& t = all_[visible_[std::min(p_ + k - 1, visible_.size() - 1)]];
+    while (next_lexer_error_ < lexer_errors_.size() &&
+           (t.type == kEof ||
+            lexer_errors_[next_lexer_error_].offset < static_cast<int64_t>(t.begin))) {
+      const Report& r = lexer_errors_[next_lexer_error_++];
+      Count(r.offset);
+      errors_->push_back(r);
+    }
+    return t;
   }
-  int LA(size_t k) const { return LT(k).type; }
+  int LA(size_t k) { return LT(k).type; }
   std::string_view Text(const Token& t) const { return src_.substr(t.begin, t.end - t.begin); }
+  // cel-go's listener: at most 100 syntax errors, then "More than 100" ends the parse.
+  void Count(int64_t offset) {
+    if (reports_ < 100) {
+      ++reports_;
+      return;
+    }
+    errors_->push_back({offset, "Syntax error: More than 100 syntax errors"});
+    throw Abort{};
+  }
   std::string Display(const Token& t) const {
     return t.type == kEof ? "'<EOF>'" : Quote(Text(t));
   }
@@ -531,13 +551,8 @@ class Parser {
         }
       }
     }
-    if (reports_ < 100) {
-      ++reports_;
-      errors_->push_back({static_cast<int64_t>(at.begin), "Syntax error: " + text});
-      return;
-    }
-    errors_->push_back({static_cast<int64_t>(at.begin), "Syntax error: More than 100 syntax errors"});
-    throw Abort{};
+    Count(static_cast<int64_t>(at.begin));
+    errors_->push_back({static_cast<int64_t>(at.begin), "Syntax error: " + text});
   }
 
   // ---- DefaultErrorStrategy
@@ -1307,6 +1322,8 @@ class Parser {
   std::string_view src_;
   std::vector<Token> all_;
   std::vector<size_t> visible_;  // indexes into all_ of the tokens the parser sees
+  std::vector<Report> lexer_errors_;
+  size_t next_lexer_error_ = 0;
   std::vector<Report>* errors_;
   std::vector<Report> visitor_errors_;
   size_t p_ = 0;  // index into visible_
@@ -1325,10 +1342,10 @@ class Parser {
 }  // namespace
 
 std::string CelGoSyntaxErrors(std::string_view source) {
-  std::vector<Report> errors;
+  std::vector<Report> errors, lexer_errors;
   Lexer lexer(source);
-  std::vector<Token> tokens = lexer.Run(&errors);
-  Parser parser(source, std::move(tokens), &errors);
+  std::vector<Token> tokens = lexer.Run(&lexer_errors);
+  Parser parser(source, std::move(tokens), std::move(lexer_errors), &errors);
   const bool finished = parser.Run();
   if (errors.empty()) return std::string();
   // cel-go's visitor runs over the recovered tree unless the parse was cut short.

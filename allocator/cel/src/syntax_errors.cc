@@ -1362,6 +1362,9 @@ std::string CelGoSyntaxErrors(std::string_view source) {
     if (!out.empty()) out += '\n';
     if (r.offset < 0) {
       out += "ERROR: <input>:-1:0: " + r.message;
+    } else if (source.empty()) {
+      // cel-go finds no line in an empty source: column 0 and no snippet.
+      out += "ERROR: <input>:1:0: " + r.message;
     } else {
       out += FormatError(source, static_cast<int32_t>(r.offset), r.message);
     }

@@ -8,7 +8,9 @@ package main
 //	selectors:
 //	<one CEL expression per line>
 //
-// `#` starts a comment line; list values are comma-separated.
+// `#` starts a comment line; list values are comma-separated. A selector line `escaped: TEXT`
+// reads \n, \t, \r and \\ in TEXT as a newline, tab, carriage return and backslash (multi-line
+// selectors; `escaped:` alone is the empty selector).
 
 import (
 	"bufio"
@@ -71,7 +73,11 @@ func readCorpus(path string) (*corpus, error) {
 		}
 		where := fmt.Sprintf("%s:%d", path, lineNo)
 		if inSelectors {
-			c.Selectors = append(c.Selectors, corpusSelector{Expr: line, Source: fmt.Sprintf("corpus:%d", lineNo)})
+			expr := line
+			if rest, ok := strings.CutPrefix(line, "escaped:"); ok {
+				expr = unescapeSelector(strings.TrimPrefix(rest, " "))
+			}
+			c.Selectors = append(c.Selectors, corpusSelector{Expr: expr, Source: fmt.Sprintf("corpus:%d", lineNo)})
 			continue
 		}
 		if line == "selectors:" {
@@ -155,4 +161,27 @@ func readCorpus(path string) (*corpus, error) {
 		dev.Attributes[name] = attr
 	}
 	return c, scanner.Err()
+}
+
+// unescapeSelector decodes the escapes of an `escaped:` selector line.
+func unescapeSelector(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }

@@ -201,6 +201,7 @@ EnvironmentOptions DraEnvironment(const SelectorOptions& options) {
   env.strings_v2_format = true;
   env.nan_ordering_errors = true;
   env.go_map_keys = true;
+  env.go_durations = true;
   env.kubernetes_messages = true;
   return env;
 }

@@ -36,6 +36,8 @@ struct Ctx {
   bool nan_ordering_errors = false;
   // EnvironmentOptions::go_map_keys.
   bool go_map_keys = false;
+  // EnvironmentOptions::go_durations.
+  bool go_durations = false;
 
   explicit Ctx(Arena& a) : arena(a) {}
 
@@ -209,8 +211,8 @@ std::string FormatTimestamp(int64_t seconds, uint32_t nanos, int tz_minutes = 0)
 std::string FormatDuration(int64_t seconds, uint32_t nanos);   // "1.5s"
 // The duration in int64 nanoseconds (int(duration)); `overflow` when it does not fit.
 int64_t DurationNanosSaturated(const Val& v, bool* overflow);
-Val NegateDuration(Ctx& ctx, const Val& d);
 // ts + dur, dur + ts, dur + dur; with `subtract`: ts - dur, ts - ts, dur - dur.
+Val NegateDuration(Ctx& ctx, const Val& d);  // "integer overflow" for the smallest duration
 Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract);
 std::vector<FunctionDef> TimeFunctions();
 

@@ -209,6 +209,7 @@ Val Neg(Ctx& ctx, const Val* a, uint32_t n) {
     return Val::Int(-a[0].i);
   }
   if (a[0].kind == VK::kDouble) return Val::Double(-a[0].d);
+  // Not declared for the checker (no '-_' on duration), but Duration is a Negater at runtime.
   if (a[0].kind == VK::kDuration) return NegateDuration(ctx, a[0]);
   NO_OVERLOAD("-_");
 }

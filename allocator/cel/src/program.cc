@@ -1404,6 +1404,7 @@ class Planner {
     ctx.strict_format = options_.strings_v2_format;
     ctx.nan_ordering_errors = options_.nan_ordering_errors;
     ctx.go_map_keys = options_.go_map_keys;
+    ctx.go_durations = options_.go_durations;
     Val v = p.node->Eval(ctx);
     // A cel-go panic (Ctx::Panic) happens at runtime there and fails the whole evaluation: keep
     // the call.
@@ -1522,12 +1523,10 @@ class Planner {
     std::vector<NodePtr> nodes;
     for (Planned& a : args) nodes.push_back(std::move(a.node));
     p.node = std::make_unique<CallNode>(e.offset, def, std::move(nodes), shape);
-    // cel-go's duration/timestamp literal validators look at a string literal argument.
+    // cel-go's duration/timestamp literal validators look at a literal argument (a string, or the
+    // Unix seconds of timestamp(int)).
     literal_validator_offset_ =
-        e.args.size() == 1 && e.args[0]->kind == Expr::Kind::kConst &&
-                e.args[0]->constant.kind == Constant::Kind::kString
-            ? e.args[0]->offset
-            : -1;
+        e.args.size() == 1 && e.args[0]->kind == Expr::Kind::kConst ? e.args[0]->offset : -1;
     Planned folded = FoldIfConst(std::move(p), e.offset, literal_args);
     literal_validator_offset_ = -1;
     return folded;
@@ -1774,7 +1773,7 @@ class Planner {
         {"_*_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
         {"_/_", {{"ii", TK::kInt}, {"uu", TK::kUint}, {"dd", TK::kDouble}}},
         {"_%_", {{"ii", TK::kInt}, {"uu", TK::kUint}}},
-        {"-_", {{"i", TK::kInt}, {"d", TK::kDouble}, {"D", TK::kDuration}}},
+        {"-_", {{"i", TK::kInt}, {"d", TK::kDouble}}},  // no duration negation in cel-go
         {"!_", {{"B", TK::kBool}}},
         {"_<_", kOrder()}, {"_<=_", kOrder()}, {"_>_", kOrder()}, {"_>=_", kOrder()},
         {"@in", {{"*L", TK::kBool}, {"*M", TK::kBool}}},
@@ -2170,6 +2169,8 @@ class Planner {
       ctx.strict_format = options_.strings_v2_format;
       ctx.nan_ordering_errors = options_.nan_ordering_errors;
       ctx.go_map_keys = options_.go_map_keys;
+      ctx.go_durations = options_.go_durations;
+    ctx.go_durations = options_.go_durations;
       Val v = p.node->Eval(ctx);
       Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
       c.celgo_const = celgo_const;
@@ -2235,6 +2236,8 @@ class Planner {
       ctx.strict_format = options_.strings_v2_format;
       ctx.nan_ordering_errors = options_.nan_ordering_errors;
       ctx.go_map_keys = options_.go_map_keys;
+      ctx.go_durations = options_.go_durations;
+    ctx.go_durations = options_.go_durations;
       if (const Val v = p.node->Eval(ctx); v.kind == VK::kMap) {
         Planned c = MakeConst(e.offset, v, celgo_const ? 0 : ctx.cost, p.type);
         c.celgo_const = celgo_const;
@@ -2377,6 +2380,7 @@ Val ProgramImpl::Run(Ctx& ctx) const {
   ctx.strict_format = strict_format;
   ctx.nan_ordering_errors = nan_ordering_errors;
   ctx.go_map_keys = go_map_keys;
+  ctx.go_durations = go_durations;
   Val v = root->Eval(ctx);
   switch (ctx.abort) {
     case EvalResult::Abort::kNone:
@@ -2472,6 +2476,7 @@ absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view 
   program->strict_format = options.strings_v2_format;
   program->nan_ordering_errors = options.nan_ordering_errors;
   program->go_map_keys = options.go_map_keys;
+  program->go_durations = options.go_durations;
   bool dra_sizes = false;
   for (const auto& [name, type] : options.variables) {
     dra_sizes = dra_sizes || (name == "device" && type.kind() == Type::Kind::kDraDevice);

@@ -22,6 +22,7 @@ struct ProgramImpl {
   bool strict_format = false;
   bool nan_ordering_errors = false;
   bool go_map_keys = false;
+  bool go_durations = false;
   // Storage for folded constants; read-only after compilation.
   std::unique_ptr<Arena> constants = std::make_unique<Arena>();
   // Regexes and other shared compile-time objects kept alive with the program.

@@ -113,7 +113,7 @@ Val MakeTimestamp(Ctx& ctx, int64_t seconds, int64_t nanos) {
     nanos += 1'000'000'000;
     seconds -= 1;
   }
-  if (seconds < kMinSeconds || seconds > kMaxSeconds) return ctx.Error("timestamp out of range");
+  if (seconds < kMinSeconds || seconds > kMaxSeconds) return ctx.Error("timestamp overflow");
   Val r;
   r.kind = VK::kTimestamp;
   r.i = seconds;
@@ -121,14 +121,22 @@ Val MakeTimestamp(Ctx& ctx, int64_t seconds, int64_t nanos) {
   return r;
 }
 
-// Durations are seconds + nanoseconds in [0, 1e9) (floored), within protobuf's +-10000 years.
+// Durations are seconds + nanoseconds in [0, 1e9) (floored): with go_durations within cel-go's
+// range, a Go time.Duration (int64 nanoseconds, about +-292 years), else within protobuf's
+// +-10000 years.
 constexpr Int128 kNanosPerSecond = 1'000'000'000;
-constexpr Int128 kMaxDurationNanos = static_cast<Int128>(315'576'000'000) * kNanosPerSecond + 999'999'999;
+constexpr Int128 kMaxGoDurationNanos = INT64_MAX;
+constexpr Int128 kMinGoDurationNanos = INT64_MIN;
+constexpr Int128 kMaxProtoDurationNanos = static_cast<Int128>(315'576'000'000) * kNanosPerSecond + 999'999'999;
 
 Int128 TotalNanos(const Val& v) { return static_cast<Int128>(v.i) * kNanosPerSecond + v.n; }
 
 Val MakeDuration(Ctx& ctx, Int128 nanos) {
-  if (nanos > kMaxDurationNanos || nanos < -kMaxDurationNanos) return ctx.Error("duration out of range");
+  // cel-go's checked int64 arithmetic on the nanoseconds.
+  if (ctx.go_durations && (nanos > kMaxGoDurationNanos || nanos < kMinGoDurationNanos)) {
+    return ctx.Error("integer overflow");
+  }
+  if (nanos > kMaxProtoDurationNanos || nanos < -kMaxProtoDurationNanos) return ctx.Error("duration out of range");
   Int128 secs = nanos / kNanosPerSecond;
   Int128 rem = nanos % kNanosPerSecond;
   if (rem < 0) {
@@ -142,8 +150,11 @@ Val MakeDuration(Ctx& ctx, Int128 nanos) {
   return r;
 }
 
-// Go's time.ParseDuration, with protobuf's range (+-315,576,000,000.999999999 s).
-bool ParseGoDuration(std::string_view s, Int128* out) {
+// Go's time.ParseDuration: int64 nanoseconds ("-9223372036854775808ns" is the smallest) with
+// `go_range`, else protobuf's +-315,576,000,000.999999999 s.
+bool ParseGoDuration(std::string_view s, bool go_range, Int128* out) {
+  const Int128 max_neg = go_range ? -kMinGoDurationNanos : kMaxProtoDurationNanos;
+  const Int128 max_pos = go_range ? kMaxGoDurationNanos : kMaxProtoDurationNanos;
   if (s.empty()) return false;
   bool neg = false;
   if (s[0] == '-' || s[0] == '+') {
@@ -199,9 +210,10 @@ bool ParseGoDuration(std::string_view s, Int128* out) {
     }
     exact += whole * mult + static_cast<Int128>(frac * static_cast<double>(mult));
     total += static_cast<double>(whole) * static_cast<double>(mult);
-    if (exact > kMaxDurationNanos || total > 1e30) return false;
+    if (exact > max_neg || total > 1e30) return false;
     s.remove_prefix(u);
   }
+  if (!neg && exact > max_pos) return false;
   *out = neg ? -exact : exact;
   return true;
 }
@@ -228,7 +240,7 @@ Val Duration(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind == VK::kDuration) return a[0];
   if (a[0].kind != VK::kString) NO_OVERLOAD("duration");
   Int128 nanos;
-  if (!ParseGoDuration(a[0].str(), &nanos)) {
+  if (!ParseGoDuration(a[0].str(), ctx.go_durations, &nanos)) {
     return ctx.Error("type conversion error from 'string' to 'google.protobuf.Duration'");
   }
   return MakeDuration(ctx, nanos);
@@ -411,6 +423,8 @@ int64_t DurationNanosSaturated(const Val& v, bool* overflow) {
 
 Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
   if (x.kind == VK::kTimestamp && y.kind == VK::kDuration) {
+    // cel-go subtracts by adding the negated duration: the smallest one cannot be negated.
+    if (ctx.go_durations && subtract && TotalNanos(y) == kMinGoDurationNanos) return ctx.Error("integer overflow");
     const Int128 t = TotalNanos(x) + (subtract ? -TotalNanos(y) : TotalNanos(y));
     Int128 secs = t / kNanosPerSecond;
     Int128 rem = t % kNanosPerSecond;
@@ -418,7 +432,7 @@ Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
       rem += kNanosPerSecond;
       secs -= 1;
     }
-    if (secs < kMinSeconds || secs > kMaxSeconds) return ctx.Error("timestamp out of range");
+    if (secs < kMinSeconds || secs > kMaxSeconds) return ctx.Error("timestamp overflow");
     Val r = MakeTimestamp(ctx, static_cast<int64_t>(secs), static_cast<int64_t>(rem));
     r.sub = x.sub;  // Go's Time.Add keeps the location
     r.tz_minutes = x.tz_minutes;
@@ -434,6 +448,7 @@ Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
   Val args[2] = {x, y};
   return ctx.NoOverload(subtract ? "_-_" : "_+_", args, 2);
 }
+
 
 Val NegateDuration(Ctx& ctx, const Val& d) { return MakeDuration(ctx, -TotalNanos(d)); }
 

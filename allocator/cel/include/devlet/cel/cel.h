@@ -130,6 +130,10 @@ struct EnvironmentOptions {
   // string, int, uint, bool or double is "invalid qualifier type". Off: the cel-spec rules
   // (bool, int, uint and string keys; a repeated key is an error), as the conformance tests expect.
   bool go_map_keys = false;
+  // Durations are cel-go's Go time.Duration, int64 nanoseconds (about +-292 years): a longer one
+  // does not parse, and arithmetic beyond it is "integer overflow". On for DRA selectors. Off:
+  // protobuf's +-10000 years, as the cel-spec conformance tests expect.
+  bool go_durations = false;
   // Compile errors read as Kubernetes' DRA compiler words them: "compilation failed: ERROR: ..."
   // for parse and check errors, "must evaluate to bool or the unknown type, not int" for the
   // result type, "program instantiation failed: ..." for a constant conversion.

@@ -22,7 +22,7 @@
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
 #ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
-#include "devlet/cdi/file_system.h"
+#include "devlet/cdi/testing/forwarding_file_system.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
 #include "devlet/state/store.h"
 #endif
@@ -147,38 +147,12 @@ class CrashingBackend final : public DeviceBackend {
 // "journal.write" (a journal record: PrepareStarted, PrepareCompleted, unprepare's removal),
 // "journal.clear" (zeroing the journal after a compaction), "snapshot.rename" (checkpoint.json
 // replaced by a compaction; the first one is at start-up).
-class CrashingFileSystem final : public devlet::cdi::FileSystem {
+class CrashingFileSystem final : public devlet::cdi::testing::ForwardingFileSystem {
  public:
   explicit CrashingFileSystem(CrashPlan& plan) : plan_(plan) {}
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    return real().ReadFile(path);
-  }
-  absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
-                                     const std::string& suffix, mode_t mode,
-                                     std::string* path) override {
-    return real().CreateTempFile(dir, prefix, suffix, mode, path);
-  }
-  absl::Status Write(int fd, std::string_view data, const std::string& path) override {
-    return real().Write(fd, data, path);
-  }
-  absl::Status Sync(int fd, const std::string& path) override { return real().Sync(fd, path); }
-  absl::Status Close(int fd, const std::string& path) override { return real().Close(fd, path); }
   absl::Status Rename(const std::string& from, const std::string& to) override {
-    if (!to.ends_with("/checkpoint.json")) return real().Rename(from, to);
-    return plan_.Around("snapshot.rename", [&] { return real().Rename(from, to); });
-  }
-  absl::Status SyncDir(const std::string& dir) override { return real().SyncDir(dir); }
-  absl::Status Remove(const std::string& path) override { return real().Remove(path); }
-  absl::StatusOr<std::vector<devlet::cdi::DirEntry>> ListDir(const std::string& dir) override {
-    return real().ListDir(dir);
-  }
-  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
-    return real().MakeDirs(dir, mode);
-  }
-  absl::StatusOr<int> OpenFile(const std::string& path) override { return real().OpenFile(path); }
-  absl::StatusOr<std::string> ReadAt(int fd, std::uint64_t offset, std::size_t size,
-                                     const std::string& path) override {
-    return real().ReadAt(fd, offset, size, path);
+    if (!to.ends_with("/checkpoint.json")) return inner().Rename(from, to);
+    return plan_.Around("snapshot.rename", [&] { return inner().Rename(from, to); });
   }
   absl::Status WriteAt(int fd, std::string_view data, std::uint64_t offset,
                        const std::string& path) override {
@@ -196,19 +170,15 @@ class CrashingFileSystem final : public devlet::cdi::FileSystem {
                     << (8 * i);
         }
       }
-      (void)real().WriteAt(fd, data.substr(0, length / 2), offset, path);
+      (void)inner().WriteAt(fd, data.substr(0, length / 2), offset, path);
       CrashPlan::Crash(op, "torn");
     }
-    absl::Status status = real().WriteAt(fd, data, offset, path);
+    absl::Status status = inner().WriteAt(fd, data, offset, path);
     plan_.After(op, call);
     return status;
   }
-  absl::Status DataSync(int fd, const std::string& path) override {
-    return real().DataSync(fd, path);
-  }
 
  private:
-  static devlet::cdi::FileSystem& real() { return devlet::cdi::RealFileSystem(); }
   CrashPlan& plan_;
 };
 #endif

@@ -11,20 +11,22 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "devlet/cdi/file_system.h"
+#include "devlet/cdi/testing/forwarding_file_system.h"
 #include "devlet/common/status.h"
 
 namespace devlet::cdi::testing {
 
 // FaultyFileSystem forwards to the real one and fails the `fail_at`-th write-side operation
-// (CreateTempFile, Write, Sync, Close, Rename, SyncDir, Remove, WriteAt, DataSync) with ENOSPC.
+// (CreateTempFile, Write, Sync, Close, Rename, SyncDir, Remove, WriteAt, DataSync) with ENOSPC;
+// the read-side ones pass straight through (ForwardingFileSystem).
 // With `crash`, the failing Write or WriteAt first writes half its data (a torn write), and every
 // later operation fails too: the process "died" there and cleans nothing up.
-class FaultyFileSystem final : public FileSystem {
+class FaultyFileSystem final : public ForwardingFileSystem {
  public:
   int fail_at = -1;    // index of the step that fails; -1: none
   bool crash = false;  // after the failure, every step fails (the process "died")
@@ -34,57 +36,43 @@ class FaultyFileSystem final : public FileSystem {
   // from its background thread).
   std::atomic<int> syncs{0};
 
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    return real().ReadFile(path);
-  }
   absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
                                      const std::string& suffix, mode_t mode,
                                      std::string* path) override {
     DEVLET_RETURN_IF_ERROR(Step("create temp in " + dir));
-    return real().CreateTempFile(dir, prefix, suffix, mode, path);
+    return inner().CreateTempFile(dir, prefix, suffix, mode, path);
   }
   absl::Status Write(int fd, std::string_view data, const std::string& path) override {
     if (absl::Status s = Step("write " + path); !s.ok()) {
-      if (crash) (void)real().Write(fd, data.substr(0, data.size() / 2), path);
+      if (crash) (void)inner().Write(fd, data.substr(0, data.size() / 2), path);
       return s;
     }
-    return real().Write(fd, data, path);
+    return inner().Write(fd, data, path);
   }
   absl::Status Sync(int fd, const std::string& path) override {
     DEVLET_RETURN_IF_ERROR(Step("fsync " + path));
     ++syncs;
-    return real().Sync(fd, path);
+    return inner().Sync(fd, path);
   }
   absl::Status Close(int fd, const std::string& path) override {
     if (absl::Status s = Step("close " + path); !s.ok()) {
-      (void)real().Close(fd, path);  // a failed close(2) still releases the descriptor
+      (void)inner().Close(fd, path);  // a failed close(2) still releases the descriptor
       return s;
     }
-    return real().Close(fd, path);
+    return inner().Close(fd, path);
   }
   absl::Status Rename(const std::string& from, const std::string& to) override {
     DEVLET_RETURN_IF_ERROR(Step("rename " + from));
-    return real().Rename(from, to);
+    return inner().Rename(from, to);
   }
   absl::Status SyncDir(const std::string& dir) override {
     DEVLET_RETURN_IF_ERROR(Step("fsync dir " + dir));
     ++syncs;
-    return real().SyncDir(dir);
+    return inner().SyncDir(dir);
   }
   absl::Status Remove(const std::string& path) override {
     DEVLET_RETURN_IF_ERROR(Step("remove " + path));
-    return real().Remove(path);
-  }
-  absl::StatusOr<std::vector<DirEntry>> ListDir(const std::string& dir) override {
-    return real().ListDir(dir);
-  }
-  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
-    return real().MakeDirs(dir, mode);
-  }
-  absl::StatusOr<int> OpenFile(const std::string& path) override { return real().OpenFile(path); }
-  absl::StatusOr<std::string> ReadAt(int fd, std::uint64_t offset, std::size_t size,
-                                     const std::string& path) override {
-    return real().ReadAt(fd, offset, size, path);
+    return inner().Remove(path);
   }
   absl::Status WriteAt(int fd, std::string_view data, std::uint64_t offset,
                        const std::string& path) override {
@@ -92,20 +80,19 @@ class FaultyFileSystem final : public FileSystem {
     if (absl::Status s = Step("write " + path); !s.ok()) {
       // Torn: the write that "crashed" got half-way; a dead process writes nothing more.
       if (crash && !was_dead) {
-        (void)real().WriteAt(fd, data.substr(0, data.size() / 2), offset, path);
+        (void)inner().WriteAt(fd, data.substr(0, data.size() / 2), offset, path);
       }
       return s;
     }
-    return real().WriteAt(fd, data, offset, path);
+    return inner().WriteAt(fd, data, offset, path);
   }
   absl::Status DataSync(int fd, const std::string& path) override {
     DEVLET_RETURN_IF_ERROR(Step("fdatasync " + path));
     ++syncs;
-    return real().DataSync(fd, path);
+    return inner().DataSync(fd, path);
   }
 
  private:
-  static FileSystem& real() { return RealFileSystem(); }
   absl::Status Step(const std::string& what) {
     if (dead) return Aborted("process is dead: " + what);
     if (count++ == fail_at) {

@@ -11,6 +11,7 @@
 //
 // SIGTERM / SIGINT: graceful stop (kubelet registration socket removed first, then the DRA
 // socket, then NRI). Exit 0 after a clean stop, 1 when start-up fails, 2 on bad flags.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -27,7 +28,26 @@
 #include "devlet/node/agent.h"
 #include "devlet/node/health_server.h"
 
+namespace {
+
+// A node agent is idle nearly all the time, and its idle RSS is a target (< 20 MB;
+// dra-kubelet/README.md, "Idle RSS"). glibc's defaults favour throughput: up to 8 malloc arenas
+// per core, a new one for each thread that allocates while the others are busy (devlet-node has 17
+// threads; each arena keeps its freed chunks), and a heap top returned to the kernel only past
+// 128 KB, a threshold that grows with every large block freed.
+// One arena and 64 KB thresholds (blocks from 64 KB up get their own mapping, returned on free)
+// cost little at devlet-node's request rates and measured 1.2-1.5 MB less RSS, standalone and in
+// API server mode. Set before any thread starts; what static initialisers allocated stays.
+void TuneMallocForIdle() {
+  mallopt(M_ARENA_MAX, 1);
+  mallopt(M_TRIM_THRESHOLD, 64 * 1024);
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  TuneMallocForIdle();
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);

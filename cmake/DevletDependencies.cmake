@@ -75,7 +75,8 @@ macro(devlet_require_grpc)
     find_package(Protobuf REQUIRED)
     if(DEVLET_STATIC_GRPC)
       # Only the libraries: the code generators (protoc, grpc_cpp_plugin) are executables.
-      devlet_static_imported_targets("^(gRPC::(grpc|grpc\\+\\+|gpr|upb|address_sorting)|protobuf::libprotobuf)$")
+      devlet_static_imported_targets(
+        "^(gRPC::(grpc|grpc\\+\\+|gpr|upb|address_sorting)|protobuf::libprotobuf)$")
     endif()
   endif()
 endmacro()

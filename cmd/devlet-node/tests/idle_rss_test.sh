@@ -30,15 +30,28 @@ pid=$!
 # Ready when the kubelet registration socket exists (the last thing start-up makes).
 for ((i = 0; i < 100; i++)); do
   compgen -G "$dir/reg/*.sock" >/dev/null && break
-  kill -0 "$pid" 2>/dev/null || { echo "devlet-node exited during start-up:"; cat "$dir/log"; exit 1; }
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "devlet-node exited during start-up:"
+    cat "$dir/log"
+    exit 1
+  fi
   sleep 0.1
 done
-compgen -G "$dir/reg/*.sock" >/dev/null || { echo "no registration socket after 10 s"; cat "$dir/log"; exit 1; }
+if ! compgen -G "$dir/reg/*.sock" >/dev/null; then
+  echo "no registration socket after 10 s"
+  cat "$dir/log"
+  exit 1
+fi
 sleep "$settle"
-kill -0 "$pid" 2>/dev/null || { echo "devlet-node exited while idle:"; cat "$dir/log"; exit 1; }
+if ! kill -0 "$pid" 2>/dev/null; then
+  echo "devlet-node exited while idle:"
+  cat "$dir/log"
+  exit 1
+fi
 rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
 threads=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")
-echo "devlet-node idle VmRSS ${rss_kb} kB (${threads} threads) after ${settle} s; limit ${limit_kb} kB"
+echo "devlet-node idle VmRSS ${rss_kb} kB (${threads} threads) after ${settle} s;" \
+     "limit ${limit_kb} kB"
 if ((rss_kb >= limit_kb)); then
   echo "FAIL: idle RSS ${rss_kb} kB is not under ${limit_kb} kB (dra-kubelet/README.md, Idle RSS)"
   grep -E '^(Rss|Anonymous):' "/proc/$pid/smaps_rollup" || true

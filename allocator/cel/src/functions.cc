@@ -585,16 +585,45 @@ Val IndexOfImpl(Ctx& ctx, const Val* a, uint32_t n, bool last) {
   const std::u32string s = Utf8Decode(a[0].str());
   const std::u32string sub = Utf8Decode(a[1].str());
   const auto len = static_cast<int64_t>(s.size());
-  int64_t offset = n == 3 ? a[2].i : (last ? len : 0);
-  if (offset < 0 || offset > len) return ctx.Error("index out of range: " + std::to_string(offset));
-  if (sub.empty()) return Val::Int(offset);
-  if (!last) {
-    const size_t pos = s.find(sub, static_cast<size_t>(offset));
+  const auto sublen = static_cast<int64_t>(sub.size());
+  if (!ctx.strict_format) {
+    // The cel-spec conformance rules: an offset outside [0, size] fails.
+    const int64_t off = n == 3 ? a[2].i : (last ? len : 0);
+    if (off < 0 || off > len) return ctx.Error("index out of range: " + std::to_string(off));
+    if (sub.empty()) return Val::Int(off);
+    if (!last) {
+      const size_t pos = s.find(sub, static_cast<size_t>(off));
+      return Val::Int(pos == std::u32string::npos ? -1 : static_cast<int64_t>(pos));
+    }
+    if (sublen > len) return Val::Int(-1);
+    const size_t pos = s.rfind(sub, static_cast<size_t>(off));
     return Val::Int(pos == std::u32string::npos ? -1 : static_cast<int64_t>(pos));
   }
-  if (static_cast<int64_t>(sub.size()) > len) return Val::Int(-1);
-  const size_t pos = s.rfind(sub, static_cast<size_t>(offset));
-  return Val::Int(pos == std::u32string::npos ? -1 : static_cast<int64_t>(pos));
+  // Kubernetes' ext.Strings, cel-go v0.29.2 ext/strings.go (indexOf, indexOfOffset, lastIndexOf,
+  // lastIndexOfOffset), in code points: a negative offset fails, an empty needle matches at the
+  // offset clamped to the end, an offset at or past the end finds nothing.
+  int64_t offset = 0;
+  if (n == 3) {
+    offset = a[2].i;
+  } else if (last) {
+    if (sub.empty()) return Val::Int(len);
+    if (a[0].str().size() < a[1].str().size()) return Val::Int(-1);  // Go compares bytes here
+    offset = len - 1;
+  }
+  if (offset < 0) return ctx.Error("index out of range: " + std::to_string(offset));
+  if (sub.empty()) return Val::Int(std::min(offset, len));
+  if (offset >= len) return Val::Int(-1);
+  if (!last) {
+    for (int64_t i = offset; i < len - (sublen - 1); ++i) {
+      if (s.compare(static_cast<size_t>(i), sub.size(), sub) == 0) return Val::Int(i);
+    }
+    return Val::Int(-1);
+  }
+  if (offset > len - sublen) offset = len - sublen;
+  for (int64_t i = offset; i >= 0; --i) {
+    if (s.compare(static_cast<size_t>(i), sub.size(), sub) == 0) return Val::Int(i);
+  }
+  return Val::Int(-1);
 }
 Val IndexOf(Ctx& ctx, const Val* a, uint32_t n) { return IndexOfImpl(ctx, a, n, false); }
 Val LastIndexOf(Ctx& ctx, const Val* a, uint32_t n) { return IndexOfImpl(ctx, a, n, true); }

@@ -1645,6 +1645,15 @@ class Planner {
                           ArgTypes(args, member) + "'");
       return false;
     }
+    // ext.Sets: (list(T), list(T)), the element types must agree.
+    if ((name == "sets.contains" || name == "sets.equivalent" || name == "sets.intersects") &&
+        args.size() == 2 && args[0].type.kind() == Type::Kind::kList &&
+        args[1].type.kind() == Type::Kind::kList &&
+        !Assignable(args[0].type.param0(), args[1].type.param0())) {
+      Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
+                          ArgTypes(args, member) + "'");
+      return false;
+    }
     // ext.Lists' sort() has one overload per comparable element type (and sortBy's
     // @sortByAssociatedKeys one per key type): int, uint, double, string, bytes, bool, timestamp,
     // duration (null passes as a timestamp or duration).

@@ -114,9 +114,11 @@ struct EnvironmentOptions {
   // failed: ..."), even in branches that never run. On for DRA selectors; off by default, where
   // they are runtime errors as the cel-spec conformance tests expect.
   bool constant_conversion_errors_at_compile_time = false;
-  // format() follows the ext.Strings version 2 rules Kubernetes uses: %f/%e take only doubles
-  // (or "NaN"/"Infinity" strings), %d only integers. Off: the current cel-spec rules (ints for
-  // %f/%e, NaN/Infinity doubles for %d).
+  // ext.Strings as Kubernetes has it (version 2 in cel-go v0.29.2): format() takes only doubles
+  // (or "NaN"/"Infinity" strings) for %f/%e, only integers for %d, and prints list and map members
+  // as CEL literals; indexOf/lastIndexOf find nothing (-1) from an offset past the end. Off: the
+  // current cel-spec rules (ints for %f/%e, NaN/Infinity doubles for %d, bare members, an offset
+  // past the end is an error).
   bool strings_v2_format = false;
   // Ordering a NaN (`<`, `<=`, `>`, `>=`) is the error "NaN values cannot be ordered", as in
   // cel-go v0.29 (Kubernetes; on for DRA selectors). Off: false, as the cel-spec conformance

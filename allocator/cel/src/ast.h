@@ -30,6 +30,10 @@ struct Expr {
   int64_t id = 0;
   int32_t offset = 0;  // byte offset into the source, for error positions
   int32_t depth = 1;   // height of this subtree
+  // The most nested nodes on one path of this subtree that cel-go's parser visitor counts towards
+  // its recursion limit (conditional, relation and arithmetic operators, select, member call,
+  // index), so the parser can fail where cel-go does.
+  int32_t visit_depth = 0;
 
   Constant constant;     // kConst
   std::string name;      // kIdent name, kSelect field, kCall function, kStruct type name

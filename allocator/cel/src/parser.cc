@@ -346,8 +346,13 @@ class Parser {
     if (failed_) {
       // The first error is enough to reject the input; the text Kubernetes shows for a syntax
       // error (ANTLR's messages, recovery and follow-up errors) comes from a second reading.
-      std::string antlr;
-      if (errors_.find("recursion limit") == std::string::npos) antlr = CelGoSyntaxErrors(src_);
+      // cel-go's visitor runs after the parse: its recursion limit comes with the syntax errors
+      // (first, having no location) unless the parse itself was cut short.
+      std::string antlr = CelGoSyntaxErrors(src_);
+      if (visitor_depth_error_ && !antlr.empty() &&
+          antlr.find("ERROR: <input>:-1:0:") == std::string::npos) {
+        antlr = errors_ + "\n" + antlr;
+      }
       result.errors = antlr.empty() ? std::move(errors_) : std::move(antlr);
       return result;
     }
@@ -390,6 +395,20 @@ class Parser {
   void SyntaxError(int32_t offset, std::string_view message) {
     Error(offset, "Syntax error: " + std::string(message));
   }
+  void ErrorNoLocation(const std::string& message) {
+    if (failed_) return;
+    failed_ = true;
+    errors_ = "ERROR: <input>:-1:0: " + message;
+  }
+  // A node cel-go's visitor counts towards its recursion limit (it fails without a location).
+  ExprPtr Counted(ExprPtr e) {
+    if (!e) return e;
+    if (++e->visit_depth > options_.max_recursion_depth && !failed_) {
+      ErrorNoLocation("max recursion depth exceeded");
+      visitor_depth_error_ = true;
+    }
+    return e;
+  }
 
   // ---- Node construction -----------------------------------------------------
   ExprPtr New(Expr::Kind kind, int32_t offset) {
@@ -401,9 +420,12 @@ class Parser {
   }
   // Seal computes the subtree height and enforces the height limit.
   ExprPtr Seal(ExprPtr e) {
-    int32_t d = 0;
-    auto see = [&d](const ExprPtr& c) {
-      if (c) d = std::max(d, c->depth);
+    int32_t d = 0, v = 0;
+    auto see = [&d, &v](const ExprPtr& c) {
+      if (c) {
+        d = std::max(d, c->depth);
+        v = std::max(v, c->visit_depth);
+      }
     };
     see(e->operand);
     for (const ExprPtr& a : e->args) see(a);
@@ -413,6 +435,7 @@ class Parser {
     see(e->loop_step);
     see(e->result);
     e->depth = d + 1;
+    e->visit_depth = v;
     if (e->depth > options_.max_recursion_depth + 16) {
       Error(e->offset, "expression recursion limit exceeded: " +
                            std::to_string(options_.max_recursion_depth));
@@ -469,6 +492,7 @@ class Parser {
     c->loop_step = cp(e.loop_step);
     c->result = cp(e.result);
     c->depth = e.depth;
+    c->visit_depth = e.visit_depth;
     return c;
   }
 
@@ -482,8 +506,10 @@ class Parser {
   ExprPtr ParseExpr() {
     DepthGuard guard(this);
     if (depth_ > options_.max_recursion_depth) {
-      Error(tok_.offset, "expression recursion limit exceeded: " +
-                             std::to_string(options_.max_recursion_depth));
+      // cel-go's parse listener: nested expressions beyond the limit end the parse, reported
+      // without a location.
+      ErrorNoLocation("expression recursion limit exceeded: " +
+                      std::to_string(options_.max_recursion_depth));
     }
     if (failed_) return Dummy();
     ExprPtr cond = ParseOr();
@@ -498,7 +524,7 @@ class Parser {
     args.push_back(std::move(cond));
     args.push_back(std::move(then));
     args.push_back(std::move(otherwise));
-    return Call("_?_:_", std::move(args), offset);
+    return Counted(Call("_?_:_", std::move(args), offset));
   }
 
   // Balanced tree over a chain of the same logical operator (as cel-go's balancer).
@@ -555,7 +581,7 @@ class Parser {
       const int32_t offset = tok_.offset;
       Advance();
       ExprPtr right = ParseAdd();
-      left = Call2(fn, std::move(left), std::move(right), offset);
+      left = Counted(Call2(fn, std::move(left), std::move(right), offset));
     }
     return left;
   }
@@ -567,7 +593,7 @@ class Parser {
       const int32_t offset = tok_.offset;
       Advance();
       ExprPtr right = ParseMul();
-      left = Call2(fn, std::move(left), std::move(right), offset);
+      left = Counted(Call2(fn, std::move(left), std::move(right), offset));
     }
     return left;
   }
@@ -580,7 +606,7 @@ class Parser {
       const int32_t offset = tok_.offset;
       Advance();
       ExprPtr right = ParseUnary();
-      left = Call2(fn, std::move(left), std::move(right), offset);
+      left = Counted(Call2(fn, std::move(left), std::move(right), offset));
     }
     return left;
   }
@@ -701,19 +727,19 @@ class Parser {
           const int32_t open = tok_.offset;  // cel-go locates a call at its '('
           Advance();
           std::vector<ExprPtr> args = ParseArgs();
-          e = MakeCall(std::move(field), std::move(args), open, std::move(e));
+          e = Counted(MakeCall(std::move(field), std::move(args), open, std::move(e)));
           continue;
         }
         if (opt) {
           Constant c;
           c.kind = Constant::Kind::kString;
           c.s = field;
-          e = Call2("_?._", std::move(e), Const(std::move(c), offset), offset);
+          e = Counted(Call2("_?._", std::move(e), Const(std::move(c), offset), offset));
         } else {
           ExprPtr s = New(Expr::Kind::kSelect, offset);
           s->name = std::move(field);
           s->operand = std::move(e);
-          e = Seal(std::move(s));
+          e = Counted(Seal(std::move(s)));
         }
         continue;
       }
@@ -731,7 +757,7 @@ class Parser {
         ExprPtr index = ParseExpr();
         Expect(Tok::kRBracket, "']'");
         if (failed_) break;
-        e = Call2(opt ? "_[?_]" : "_[_]", std::move(e), std::move(index), offset);
+        e = Counted(Call2(opt ? "_[?_]" : "_[_]", std::move(e), std::move(index), offset));
         continue;
       }
       if (tok_.kind == Tok::kLBrace && IsQualifiedName(*e)) {
@@ -1134,6 +1160,7 @@ class Parser {
   Lexer lexer_;
   Token tok_;
   bool failed_ = false;
+  bool visitor_depth_error_ = false;  // failed at cel-go's visitor limit, after a full parse
   std::string errors_;
   int depth_ = 0;
   int64_t next_id_ = 0;

@@ -15,8 +15,10 @@
 //     adjustment's annotation devlet.test/update-containers "ok", "refused: <why>" (the stub's
 //     guard for runtimes older than NRI v0.12.1) or "pending" (no answer within 300 ms);
 //   devlet.test/report: when set, the adjustment carries annotations devlet.test/events (pod
-//     events seen, in order), devlet.test/registrations and devlet.test/synced (containers in
-//     the last Synchronize).
+//     events seen, in order), devlet.test/registrations (Configure calls: the runtime configures
+//     each registration, and may do so before the stub's thread has read the RegisterPlugin
+//     reply, so Stub::registrations() can lag behind a handler) and devlet.test/synced
+//     (containers in the last Synchronize).
 #include <condition_variable>
 #include <fstream>
 #include <iostream>
@@ -67,6 +69,7 @@ class TestPlugin {
     Handlers h = plugin_.MakeHandlers();
     auto configure = h.configure;
     h.configure = [this, configure](const RuntimeInfo& runtime, std::string_view config) {
+      ++configured_;
       if (!config.empty()) {
         DEVLET_RETURN_IF_ERROR(LoadClaims(*view_, config));
       }
@@ -107,8 +110,7 @@ class TestPlugin {
         auto& annotations = *response.mutable_adjust()->mutable_annotations();
         std::lock_guard<std::mutex> lock(mu_);
         annotations["devlet.test/events"] = events_[pod.uid()];
-        annotations["devlet.test/registrations"] =
-            std::to_string(stub_ ? stub_->registrations() : -1);
+        annotations["devlet.test/registrations"] = std::to_string(configured_.load());
         annotations["devlet.test/synced"] = std::to_string(synced_.load());
       }
       return response;
@@ -149,6 +151,7 @@ class TestPlugin {
   InMemoryClaimsView* view_;
   DevletPlugin plugin_;
   Stub* stub_ = nullptr;
+  std::atomic<int> configured_{0};
   std::atomic<int> synced_{-1};
   std::mutex mu_;
   std::map<std::string, std::string> events_;

@@ -8,8 +8,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
-#include <string>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,7 +45,6 @@ int main(int argc, char** argv) {
   double kube_api_qps = 50;
   int kube_api_burst = 100;
   devlet::extender::ServerOptions server_options;
-  devlet::log::Options log_options;
 
   CLI::App app{"devlet-extender: the devlet allocator as a kube-scheduler extender"};
   using devlet::flags::AddFlag;
@@ -78,13 +78,9 @@ int main(int argc, char** argv) {
   AddFlag(app, "--tls-private-key-file", server_options.key_file, "Key of --tls-cert-file");
   AddFlag(app, "--max-body-bytes", server_options.max_body_bytes, "Largest request body");
   AddFlag(app, "--threads", server_options.threads, "HTTP worker threads");
-  devlet::flags::AddLoggingFlags(app, log_options);
-  try {
-    devlet::flags::Parse(app, argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  if (std::optional<int> exit_code = devlet::flags::ParseCommandLine(app, argc, argv)) {
+    return *exit_code;
   }
-  devlet::log::Configure(log_options);
   devlet::log::Logger logger;
 
   absl::StatusOr<devlet::allocator::Features> features =

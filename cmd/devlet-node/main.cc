@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "devlet/common/flags.h"
@@ -62,7 +63,6 @@ int main(int argc, char** argv) {
   std::string cdi_policy = "auto";
   int healthcheck_port = -1;
   int rescan_seconds = 30;
-  devlet::log::Options log_options;
 
   CLI::App app{"devlet-node: DRA kubelet plugin + NRI plugin for GPUs, NICs and CPUs"};
   using devlet::flags::AddFlag;
@@ -108,13 +108,9 @@ int main(int argc, char** argv) {
           "Write prepared claims' status.devices (Ready condition) to the API server or manifests");
   AddFlag(app, "--rescan-interval-seconds", rescan_seconds,
           "Rescan hardware and check published slices this often; 0 disables");
-  devlet::flags::AddLoggingFlags(app, log_options);
-  try {
-    devlet::flags::Parse(app, argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  if (std::optional<int> exit_code = devlet::flags::ParseCommandLine(app, argc, argv)) {
+    return *exit_code;
   }
-  devlet::log::Configure(log_options);
   devlet::log::Logger logger;
   options.rescan_interval = std::chrono::seconds(rescan_seconds);
   if (const char* pod_uid = std::getenv("POD_UID")) options.pod_uid = pod_uid;

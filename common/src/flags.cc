@@ -52,6 +52,18 @@ void Parse(CLI::App& app, int argc, const char* const* argv) {
   app.parse(args);
 }
 
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, const char* const* argv) {
+  log::Options log_options;
+  AddLoggingFlags(app, log_options);
+  try {
+    Parse(app, argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  log::Configure(log_options);
+  return std::nullopt;
+}
+
 absl::StatusOr<std::map<std::string, bool>> ParseFeatureGates(std::string_view text) {
   std::map<std::string, bool> gates;
   for (absl::string_view entry : absl::StrSplit(absl::string_view(text.data(), text.size()), ',',

@@ -1,6 +1,8 @@
 #include "devlet/common/flags.h"
 
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "devlet/common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -50,6 +52,57 @@ TEST(FlagsTest, LoggingFlags) {
   Parse(app, 3, argv);
   EXPECT_EQ(options.verbosity, 4);
   EXPECT_EQ(options.format, log::Format::kJson);
+}
+
+// ParseCommandLineTest restores the process-wide logging options that ParseCommandLine sets.
+class ParseCommandLineTest : public ::testing::Test {
+ protected:
+  ~ParseCommandLineTest() override { log::Configure(saved_); }
+
+  log::Options saved_ = log::CurrentOptions();
+};
+
+TEST_F(ParseCommandLineTest, ConfiguresLoggingAndGoesOn) {
+  CLI::App app{"devlet-test: a binary"};
+  std::string name;
+  AddFlag(app, "--name", name, "A name");
+  const char* argv[] = {"devlet-test", "-name=x", "-v=3", "--logging-format", "json"};
+  EXPECT_EQ(ParseCommandLine(app, 5, argv), std::nullopt);
+  EXPECT_EQ(name, "x");
+  EXPECT_EQ(log::CurrentOptions().verbosity, 3);
+  EXPECT_EQ(log::CurrentOptions().format, log::Format::kJson);
+}
+
+TEST_F(ParseCommandLineTest, HelpExitsZeroWithTheLoggingFlagsLast) {
+  log::Configure({.format = log::Format::kText, .verbosity = 1});
+  CLI::App app{"devlet-test: a binary"};
+  std::string name;
+  AddFlag(app, "--name", name, "A name");
+  const char* argv[] = {"devlet-test", "--help"};
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(ParseCommandLine(app, 2, argv), 0);
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  EXPECT_THAT(help, HasSubstr("devlet-test: a binary"));
+  ASSERT_THAT(help, HasSubstr("--name"));
+  ASSERT_THAT(help, HasSubstr("--logging-format"));
+  EXPECT_LT(help.find("--name"), help.find("--logging-format"));
+  EXPECT_EQ(log::CurrentOptions().verbosity, 1);  // not configured: the binary exits
+}
+
+TEST_F(ParseCommandLineTest, BadFlagExitsNonZeroNamingIt) {
+  log::Configure({.format = log::Format::kText, .verbosity = 1});
+  for (const char* bad : {"--no-such-flag", "--logging-format=xml", "-v=many"}) {
+    SCOPED_TRACE(bad);
+    CLI::App app{"devlet-test: a binary"};
+    const char* argv[] = {"devlet-test", "-v=5", bad};
+    ::testing::internal::CaptureStderr();
+    const std::optional<int> exit_code = ParseCommandLine(app, 3, argv);
+    const std::string error = ::testing::internal::GetCapturedStderr();
+    ASSERT_NE(exit_code, std::nullopt);
+    EXPECT_NE(*exit_code, 0);
+    EXPECT_THAT(error, HasSubstr("--help"));
+    EXPECT_EQ(log::CurrentOptions().verbosity, 1);
+  }
 }
 
 TEST(FlagsTest, FeatureGates) {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "devlet/common/flags.h"
 #include "devlet/common/log.h"
@@ -208,7 +209,6 @@ int main(int argc, char** argv) {
 #else
   std::string store = "local";
 #endif
-  devlet::log::Options log_options;
   devlet::flags::AddFlag(app, "--driver-name", driver_name, "DRA driver name");
   devlet::flags::AddFlag(app, "--node-name", node_name, "Node name; also the pool name");
   devlet::flags::AddFlag(app, "--kubelet-registrar-directory-path", registrar_dir,
@@ -241,13 +241,9 @@ int main(int argc, char** argv) {
   devlet::flags::AddFlag(app, "--compact-after-bytes", compact_after_bytes,
                          "--store=devlet: compact the journal past this many bytes, in the call "
                          "that crossed it (0: the default, in the background)");
-  devlet::flags::AddLoggingFlags(app, log_options);
-  try {
-    devlet::flags::Parse(app, argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  if (std::optional<int> exit_code = devlet::flags::ParseCommandLine(app, argc, argv)) {
+    return *exit_code;
   }
-  devlet::log::Configure(log_options);
   devlet::log::Logger logger;
   if (node_name.empty()) node_name = "node-1";
   if (pod_uid.empty()) {

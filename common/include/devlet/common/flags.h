@@ -7,13 +7,15 @@
 //   CLI::App app{"devlet-node"};
 //   std::string node_name;
 //   devlet::flags::AddFlag(app, "--node-name", node_name, "Name of this node");
-//   devlet::log::Options log_options;
-//   devlet::flags::AddLoggingFlags(app, log_options);
+//   if (std::optional<int> exit_code = devlet::flags::ParseCommandLine(app, argc, argv)) {
+//     return *exit_code;  // --help, or a bad flag
+//   }
 //
 // Only binaries include this header (CLI11 is a large header-only library).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +41,14 @@ void AddLoggingFlags(CLI::App& app, log::Options& options);
 // Kubernetes users type out of habit, are accepted as their double-dash forms. Throws CLI11's
 // parse exceptions; use it inside CLI11_PARSE-like handling (`app.exit(e)`).
 void Parse(CLI::App& app, int argc, const char* const* argv);
+
+// ParseCommandLine is a binary's whole flag handling after its own flags are added: it adds the
+// logging flags (AddLoggingFlags, so they come last in --help), parses argv (Parse), and on
+// success configures logging from them (log::Configure). It returns std::nullopt to go on, or the
+// code main should exit with: 0 after --help (printed to stdout), CLI11's non-zero code after a
+// bad or missing flag (the message and a pointer to --help on stderr). The logging flags are bound
+// to storage that ends with this call: parse `app` once.
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, const char* const* argv);
 
 // ParseFeatureGates parses "A=true,B=false" (Kubernetes --feature-gates syntax). Whitespace around
 // entries is ignored; a repeated gate takes the last value; anything else is InvalidArgument.

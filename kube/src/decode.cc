@@ -229,6 +229,7 @@ absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::optiona
   return absl::OkStatus();
 }
 
+// Each element is read into a local and moved in, so this serves std::vector<bool> too.
 template <typename T>
 absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::vector<T>* out) {
   out->clear();
@@ -243,23 +244,6 @@ absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::vector<
     T value{};
     DEVLET_RETURN_IF_ERROR(Read(j[i], Index(path, i), ctx, &value));
     out->push_back(std::move(value));
-  }
-  return absl::OkStatus();
-}
-
-// std::vector<bool> has no addressable elements.
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::vector<bool>* out) {
-  out->clear();
-  if (j.is_null()) {
-    return absl::OkStatus();
-  }
-  if (!j.is_array()) {
-    return TypeError(path, "a list", j);
-  }
-  for (std::size_t i = 0; i < j.size(); ++i) {
-    bool value = false;
-    DEVLET_RETURN_IF_ERROR(Read(j[i], Index(path, i), ctx, &value));
-    out->push_back(value);
   }
   return absl::OkStatus();
 }
@@ -1045,19 +1029,8 @@ class Dispatcher {
     }
     std::string api_version(default_api_version);
     std::string kind(default_kind);
-    if (auto it = j.find("apiVersion"); it != j.end() && !it->is_null()) {
-      if (!it->is_string()) {
-        return InvalidArgument(prefix + "apiVersion: expected a string, got " +
-                               internal::TypeName(*it));
-      }
-      api_version = it->get<std::string>();
-    }
-    if (auto it = j.find("kind"); it != j.end() && !it->is_null()) {
-      if (!it->is_string()) {
-        return InvalidArgument(prefix + "kind: expected a string, got " + internal::TypeName(*it));
-      }
-      kind = it->get<std::string>();
-    }
+    DEVLET_RETURN_IF_ERROR(TypeField(j, "apiVersion", prefix, &api_version));
+    DEVLET_RETURN_IF_ERROR(TypeField(j, "kind", prefix, &kind));
     if (kind.empty()) {
       return InvalidArgument(prefix + "object has no kind");
     }
@@ -1090,6 +1063,22 @@ class Dispatcher {
   }
 
  private:
+  // TypeField reads the string member `key` (apiVersion, kind) of the object `j` into `*out`;
+  // absent or null keeps `*out` (a typed list's default for its items).
+  static absl::Status TypeField(const Json& j, std::string_view key, const std::string& prefix,
+                                std::string* out) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      return absl::OkStatus();
+    }
+    if (!it->is_string()) {
+      return InvalidArgument(prefix + std::string(key) + ": expected a string, got " +
+                             internal::TypeName(*it));
+    }
+    *out = it->get<std::string>();
+    return absl::OkStatus();
+  }
+
   absl::Status Object(Json& j, const std::string& prefix, const std::string& api_version,
                       const std::string& kind) {
     std::string_view version;
@@ -1237,6 +1226,14 @@ template absl::StatusOr<Pod> DecodeOne(std::string_view, const DecodeOptions&);
 
 namespace {
 
+void DefaultTolerations(std::vector<DeviceToleration>& tolerations) {
+  for (DeviceToleration& toleration : tolerations) {
+    if (toleration.operator_.empty()) {
+      toleration.operator_ = std::string(kTolerationOpEqual);
+    }
+  }
+}
+
 template <typename Request>
 void DefaultRequest(Request& request) {
   if (request.allocation_mode.empty()) {
@@ -1245,19 +1242,7 @@ void DefaultRequest(Request& request) {
   if (request.allocation_mode == kAllocationModeExactCount && request.count == 0) {
     request.count = 1;
   }
-  for (DeviceToleration& toleration : request.tolerations) {
-    if (toleration.operator_.empty()) {
-      toleration.operator_ = std::string(kTolerationOpEqual);
-    }
-  }
-}
-
-void DefaultTolerations(std::vector<DeviceToleration>& tolerations) {
-  for (DeviceToleration& toleration : tolerations) {
-    if (toleration.operator_.empty()) {
-      toleration.operator_ = std::string(kTolerationOpEqual);
-    }
-  }
+  DefaultTolerations(request.tolerations);
 }
 
 }  // namespace

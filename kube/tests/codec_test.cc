@@ -442,6 +442,35 @@ TEST(DecodeErrorTest, UnknownKindsAndVersions) {
                        HasSubstr("expected a Kubernetes object, got an integer")));
 }
 
+TEST(DecodeErrorTest, ApiVersionAndKindMustBeStrings) {
+  EXPECT_THAT(DecodeError("apiVersion: 1\nkind: Node\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "apiVersion: expected a string, got an integer"));
+  EXPECT_THAT(DecodeError(R"({"apiVersion":"v1","kind":["Node"]})", {.source = "n.json"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "n.json: kind: expected a string, got a list"));
+  // Null is absent: a typed list's items take the list's apiVersion and kind.
+  ASSERT_OK_AND_ASSIGN(std::vector<Object> objects,
+                       Decode(R"({"apiVersion":"v1","kind":"NodeList","items":[
+                           {"apiVersion":null,"kind":null,"metadata":{"name":"a"}}]})"));
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(std::get<Node>(objects[0]).metadata.name, "a");
+}
+
+TEST(DecodeErrorTest, ListElementErrorsNameTheIndex) {
+  EXPECT_THAT(DecodeError(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice",
+      "metadata":{"name":"s"},"spec":{"devices":[{"name":"d",
+      "attributes":{"flags":{"bools":[true,"no"]}}}]}})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("spec.devices[0].attributes[flags].bools[1]: expected a boolean, "
+                                 "got a string")));
+  EXPECT_THAT(DecodeError(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice",
+      "metadata":{"name":"s"},"spec":{"devices":[{"name":"d",
+      "attributes":{"flags":{"bools":true}}}]}})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("attributes[flags].bools: expected a list, got a boolean")));
+}
+
 TEST(DecodeErrorTest, StrictRejectsUnknownFields) {
   const std::string text = R"(
 apiVersion: resource.k8s.io/v1

@@ -469,6 +469,8 @@ class Parser {
   }
 
   std::vector<Report>& visitor_errors() { return visitor_errors_; }
+  // The visitor's nesting of counted nodes in the recovered tree.
+  int root_vd() const { return root_vd_; }
 
  private:
   // ---- Tokens
@@ -711,7 +713,16 @@ class Parser {
     Kind kind = kOther;
     size_t offset = 0;
     std::string_view name;  // kIdent
+    // Nesting of the nodes cel-go's visitor counts towards its recursion limit (conditional,
+    // relation and arithmetic operators, select, member call, index).
+    int vd = 0;
   };
+
+  static int MaxVd(const std::vector<Shape>& shapes) {
+    int vd = 0;
+    for (const Shape& s : shapes) vd = std::max(vd, s.vd);
+    return vd;
+  }
 
   // The argument checks of the macros of the Kubernetes environment (cel-go reports them while
   // visiting the recovered tree). `target` is null for a global call.
@@ -767,6 +778,7 @@ class Parser {
     {
       Frame f(this, Bit(kEof), kExpr);
       Expr();
+      root_vd_ = shape_.vd;
     }
     if (Match(35, kEof, kEps)) return;
     ErrorExit();
@@ -779,16 +791,19 @@ class Parser {
     }
     state_ = 43;
     if (LA(1) == kQuestion) {
-      const Shape shape{Shape::kOther, LT(1).begin};
+      Shape shape{Shape::kOther, LT(1).begin};
+      int vd = shape_.vd;
       if (!Match(38, kQuestion, kFirstExpr)) return ErrorExit();
       {
         Frame f(this, Of(kColon), kOrRule);
         ConditionalOr();
       }
+      shape.vd = 1 + (vd = std::max(vd, shape_.vd));
       shape_ = shape;
       if (!Match(40, kColon, kFirstExpr)) return ErrorExit();
       Frame f(this, kEps, kExpr);
       Expr();
+      shape.vd = 1 + std::max(vd, shape_.vd);
       shape_ = shape;
     }
   }
@@ -800,6 +815,7 @@ class Parser {
     }
     state_ = 50;
     std::vector<size_t> ops;
+    int vd = shape_.vd;
     while (LA(1) == kOr) {
       ops.push_back(LT(1).begin);
       if (!Match(46, kOr, kFirstExpr)) return ErrorExit();
@@ -807,10 +823,11 @@ class Parser {
         Frame f(this, Of(kOr) | kEps, kAndRule);
         ConditionalAnd();
       }
+      vd = std::max(vd, shape_.vd);
       state_ = 52;
     }
-    // cel-go balances the chain: the root is the middle operator.
-    if (!ops.empty()) shape_ = {Shape::kOther, ops[(ops.size() + 1) / 2 - 1]};
+    // cel-go balances the chain: the root is the middle operator (not counted by its visitor).
+    if (!ops.empty()) shape_ = {Shape::kOther, ops[(ops.size() + 1) / 2 - 1], "", vd};
   }
 
   void ConditionalAnd() {
@@ -820,6 +837,7 @@ class Parser {
     }
     state_ = 58;
     std::vector<size_t> ops;
+    int vd = shape_.vd;
     while (LA(1) == kAnd) {
       ops.push_back(LT(1).begin);
       if (!Match(54, kAnd, kFirstExpr)) return ErrorExit();
@@ -827,10 +845,11 @@ class Parser {
         Frame f(this, Of(kAnd) | kEps, kRelation);
         Relation(0);
       }
+      vd = std::max(vd, shape_.vd);
       state_ = 60;
     }
-    // cel-go balances the chain: the root is the middle operator.
-    if (!ops.empty()) shape_ = {Shape::kOther, ops[(ops.size() + 1) / 2 - 1]};
+    // cel-go balances the chain: the root is the middle operator (not counted by its visitor).
+    if (!ops.empty()) shape_ = {Shape::kOther, ops[(ops.size() + 1) / 2 - 1], "", vd};
   }
 
   // relation: calc ({precpred 1}? op relation[2])*  (the left-recursive rule as ANTLR rewrites
@@ -843,10 +862,11 @@ class Parser {
     state_ = 69;
     while ((kRelOps & Bit(LA(1))) && 1 >= prec) {
       state_ = 65;
-      const Shape shape{Shape::kOther, LT(1).begin};
+      Shape shape{Shape::kOther, LT(1).begin, "", shape_.vd};
       MatchOp();
       Frame f(this, kRelOps | kEps, kRelation);
       Relation(2);
+      shape.vd = 1 + std::max(shape.vd, shape_.vd);
       shape_ = shape;
       state_ = 71;
     }
@@ -862,10 +882,11 @@ class Parser {
     while (((kMulOps & Bit(LA(1))) && 2 >= prec) || ((kAddOps & Bit(LA(1))) && 1 >= prec)) {
       const bool mul = kMulOps & Bit(LA(1));
       state_ = mul ? 76 : 79;
-      const Shape shape{Shape::kOther, LT(1).begin};
+      Shape shape{Shape::kOther, LT(1).begin, "", shape_.vd};
       MatchOp();
       Frame f(this, kMulOps | kAddOps | kEps, kCalc);
       Calc(mul ? 3 : 2);
+      shape.vd = 1 + std::max(shape.vd, shape_.vd);
       shape_ = shape;
       state_ = 85;
     }
@@ -925,7 +946,7 @@ class Parser {
     Frame f(this, kEps, kMember);
     Member();
     // An even number of ! or - leaves the operand alone (cel-go drops them in pairs).
-    if (ops % 2 == 1) shape_ = op;
+    if (ops % 2 == 1) shape_ = {op.kind, op.offset, "", shape_.vd};
   }
 
   // member: primary ('.' '?'? escapeIdent | '.' IDENTIFIER '(' exprList? ')' | '[' '?'? expr ']')*
@@ -958,7 +979,7 @@ class Parser {
           if (!Match(106, kQuestion, Of(kIdentifier, kEscIdentifier))) return ErrorExit();
         }
         const size_t at = LT(1).begin;
-        const Shape select{opt ? Shape::kOther : Shape::kSelect, shape_.offset};
+        const Shape select{opt ? Shape::kOther : Shape::kSelect, shape_.offset, "", target.vd + 1};
         {
           Frame f(this, kMemberFollow, kEscapeIdent);
           if (!EscapeIdent()) {
@@ -981,6 +1002,7 @@ class Parser {
         }
         if (id.type == kIdentifier) CheckMacro(&target, Text(id), args);
         shape_ = call;
+        shape_.vd = 1 + std::max(target.vd, MaxVd(args));
         if (!Match(117, kRParen, kMemberFollow)) return ErrorExit();
       } else {
         if (!Match(119, kLBracket, Of(kQuestion) | kFirstExpr)) return ErrorExit();
@@ -993,7 +1015,9 @@ class Parser {
           Frame f(this, Of(kRBracket), kExpr);
           Expr();
         }
+        const int inner = shape_.vd;
         shape_ = index;
+        shape_.vd = 1 + std::max(target.vd, inner);
         if (!Match(124, kRBracket, kMemberFollow)) return ErrorExit();
       }
       state_ = 130;
@@ -1001,7 +1025,7 @@ class Parser {
   }
 
   // cel-go's visitor rejects reserved words as identifiers (at the primary's first token).
-  void CheckReserved(const Token& first, const Token& id) {
+  bool CheckReserved(const Token& first, const Token& id) {
     static constexpr std::string_view kReserved[] = {
         "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
         "loop", "package", "namespace", "return", "var", "void", "while"};
@@ -1010,8 +1034,10 @@ class Parser {
       if (r == name) {
         visitor_errors_.push_back(
             {static_cast<int64_t>(first.begin), "reserved identifier: " + std::string(name)});
+        return true;
       }
     }
+    return false;
   }
 
   void Primary() {
@@ -1067,7 +1093,7 @@ class Parser {
         if (!Match(alt == 1 ? 134 : 138, kIdentifier, alt == 1 ? kEps : Of(kLParen))) {
           return ErrorExit();
         }
-        if (id.type == kIdentifier) CheckReserved(first, id);
+        const bool reserved = id.type == kIdentifier && CheckReserved(first, id);
         if (alt == 1) {
           // A leading-dot name is an identifier too (named ".x"); only cel.bind looks at names.
           if (id.type == kIdentifier) {
@@ -1079,12 +1105,18 @@ class Parser {
         if (!Match(139, kLParen, Of(kRParen) | kFirstExpr)) return ErrorExit();
         if (!Sync(141, Of(kRParen) | kFirstExpr, false)) return ErrorExit();
         std::vector<Shape> args;
+        const size_t before_args = visitor_errors_.size();
         if (kFirstExpr & Bit(LA(1))) {
           Frame f(this, Of(kRParen), kExprList);
           ExprList(&args);
         }
-        if (id.type == kIdentifier && first.type != kDot) CheckMacro(nullptr, Text(id), args);
+        if (reserved) {
+          visitor_errors_.resize(before_args);  // cel-go stops at the name, before the arguments
+        } else if (id.type == kIdentifier && first.type != kDot) {
+          CheckMacro(nullptr, Text(id), args);
+        }
         shape_ = call;
+        shape_.vd = MaxVd(args);
         if (!Match(143, kRParen, kEps)) return ErrorExit();
         return;
       }
@@ -1106,15 +1138,16 @@ class Parser {
           return ErrorExit();
         }
         if (!Sync(list ? 150 : 158, tail | kFirstOptExpr, false)) return ErrorExit();
+        int vd = 0;
         if (kFirstOptExpr & Bit(LA(1))) {
           Frame f(this, tail, list ? kListInit : kMapInit);
           if (list) {
-            ListInit();
+            ListInit(&vd);
           } else {
-            MapInit();
+            MapInit(&vd);
           }
         }
-        shape_ = {list ? Shape::kOther : Shape::kLiteral, first.begin};
+        shape_ = {list ? Shape::kOther : Shape::kLiteral, first.begin, "", vd};
         if (!Sync(list ? 153 : 161, tail, false)) return ErrorExit();
         if (LA(1) == kComma && !Match(list ? 152 : 160, kComma, Of(close))) return ErrorExit();
         if (!Match(list ? 155 : 163, close, kEps)) return ErrorExit();
@@ -1134,11 +1167,12 @@ class Parser {
         const size_t brace = LT(1).begin;
         if (!Match(175, kLBrace, tail | kFirstOptField)) return ErrorExit();
         if (!Sync(177, tail | kFirstOptField, false)) return ErrorExit();
+        int vd = 0;
         if (kFirstOptField & Bit(LA(1))) {
           Frame f(this, tail, kFieldInit);
-          FieldInit();
+          FieldInit(&vd);
         }
-        shape_ = {Shape::kLiteral, brace};  // cel-go places a message at its brace
+        shape_ = {Shape::kLiteral, brace, "", vd};  // cel-go places a message at its brace
         if (!Sync(180, tail, false)) return ErrorExit();
         if (LA(1) == kComma && !Match(179, kComma, Of(kRBrace))) return ErrorExit();
         if (!Match(182, kRBrace, kEps)) return ErrorExit();
@@ -1173,10 +1207,11 @@ class Parser {
 
   // listInit: optExpr (',' optExpr)*; a ',' not followed by an element is left to the list's
   // optional trailing comma (ANTLR's prediction keeps the exit, which already left the rule).
-  void ListInit() {
+  void ListInit(int* vd) {
     {
       Frame f(this, Of(kComma) | kEps, kOptExpr);
       OptExpr();
+      *vd = std::max(*vd, shape_.vd);
     }
     state_ = 199;
     while (LA(1) == kComma && (kFirstOptExpr & Bit(LA(2)))) {
@@ -1184,50 +1219,74 @@ class Parser {
       {
         Frame f(this, Of(kComma) | kEps, kOptExpr);
         OptExpr();
+        *vd = std::max(*vd, shape_.vd);
       }
       state_ = 201;
     }
   }
 
-  void FieldInit() {
+  // cel-go's visitor skips an entry of a map or message literal that lost its ':' (and what
+  // follows it), so the errors it would have found there are dropped.
+  void FieldInit(int* vd) {
+    const size_t start = LT(1).begin;
     bool first = true;
     do {
       if (!first && !Match(205, kComma, kFirstOptField)) return ErrorExit();
+      const size_t entry = visitor_errors_.size();
+      bool named;
       {
         Frame f(this, Of(kColon), kOptField);
-        OptField();
+        named = OptField();
       }
-      if (!Match(first ? 203 : 207, kColon, kFirstExpr)) return ErrorExit();
+      if (!Match(first ? 203 : 207, kColon, kFirstExpr)) {
+        visitor_errors_.resize(entry);
+        return ErrorExit();
+      }
+      if (!named) {  // cel-go places it at the start of the field list
+        visitor_errors_.push_back({static_cast<int64_t>(start), "unsupported ident kind"});
+      }
       {
         Frame f(this, Of(kComma) | kEps, kExpr);
         Expr();
+        *vd = std::max(*vd, shape_.vd);
       }
       state_ = first ? 212 : 214;
       first = false;
     } while (LA(1) == kComma && (kFirstOptField & Bit(LA(2))));
   }
 
-  void OptField() {
-    if (!Sync(216, kFirstOptField, false)) return ErrorExit();
+  // Returns whether the field has a name for cel-go's visitor.
+  bool OptField() {
+    if (!Sync(216, kFirstOptField, false)) {
+      ErrorExit();
+      return false;
+    }
     if (LA(1) == kQuestion && !Match(215, kQuestion, Of(kIdentifier, kEscIdentifier))) {
-      return ErrorExit();
+      ErrorExit();
+      return false;
     }
     Frame f(this, kEps, kEscapeIdent);
-    EscapeIdent();
+    return EscapeIdent();
   }
 
-  void MapInit() {
+  void MapInit(int* vd) {
     bool first = true;
     do {
       if (!first && !Match(223, kComma, kFirstOptExpr)) return ErrorExit();
+      const size_t entry = visitor_errors_.size();
       {
         Frame f(this, Of(kColon), kOptExpr);
         OptExpr();
+        *vd = std::max(*vd, shape_.vd);
       }
-      if (!Match(first ? 221 : 225, kColon, kFirstExpr)) return ErrorExit();
+      if (!Match(first ? 221 : 225, kColon, kFirstExpr)) {
+        visitor_errors_.resize(entry);
+        return ErrorExit();
+      }
       {
         Frame f(this, Of(kComma) | kEps, kExpr);
         Expr();
+        *vd = std::max(*vd, shape_.vd);
       }
       state_ = first ? 230 : 232;
       first = false;
@@ -1337,6 +1396,7 @@ class Parser {
   int attempts_ = 0;
   int reports_ = 0;
   Shape shape_;  // the shape of the expression the last rule read
+  int root_vd_ = 0;
 };
 
 }  // namespace
@@ -1350,7 +1410,12 @@ std::string CelGoSyntaxErrors(std::string_view source) {
   if (errors.empty()) return std::string();
   // cel-go's visitor runs over the recovered tree unless the parse was cut short.
   if (finished) {
-    for (Report& r : parser.visitor_errors()) errors.push_back(std::move(r));
+    if (parser.root_vd() > 250) {
+      // Its recursion limit ends the visit (the errors it found on the way are not modelled).
+      errors.push_back({-1, "max recursion depth exceeded"});
+    } else {
+      for (Report& r : parser.visitor_errors()) errors.push_back(std::move(r));
+    }
   }
   // cel-go keeps the first 100 errors, sorts them by position (stable) and counts the rest.
   const size_t total = errors.size();

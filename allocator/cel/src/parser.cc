@@ -346,13 +346,9 @@ class Parser {
     if (failed_) {
       // The first error is enough to reject the input; the text Kubernetes shows for a syntax
       // error (ANTLR's messages, recovery and follow-up errors) comes from a second reading.
-      // cel-go's visitor runs after the parse: its recursion limit comes with the syntax errors
-      // (first, having no location) unless the parse itself was cut short.
+      // With syntax errors, that reading also decides what cel-go's visitor reports on the
+      // recovered tree (its recursion limit included).
       std::string antlr = CelGoSyntaxErrors(src_);
-      if (visitor_depth_error_ && !antlr.empty() &&
-          antlr.find("ERROR: <input>:-1:0:") == std::string::npos) {
-        antlr = errors_ + "\n" + antlr;
-      }
       result.errors = antlr.empty() ? std::move(errors_) : std::move(antlr);
       return result;
     }
@@ -405,7 +401,6 @@ class Parser {
     if (!e) return e;
     if (++e->visit_depth > options_.max_recursion_depth && !failed_) {
       ErrorNoLocation("max recursion depth exceeded");
-      visitor_depth_error_ = true;
     }
     return e;
   }
@@ -1160,7 +1155,6 @@ class Parser {
   Lexer lexer_;
   Token tok_;
   bool failed_ = false;
-  bool visitor_depth_error_ = false;  // failed at cel-go's visitor limit, after a full parse
   std::string errors_;
   int depth_ = 0;
   int64_t next_id_ = 0;

@@ -163,10 +163,9 @@ class Lexer {
       // No rule accepted a prefix: ANTLR reports the text up to and including the character at
       // which the last rule gave up, and skips that character.
       const size_t last = std::min(dead, n - 1);
+      const std::string_view text = src_.substr(offsets_[i], offsets_[last + 1] - offsets_[i]);
       errors->push_back({static_cast<int64_t>(offsets_[i]),
-                         "Syntax error: token recognition error at: '" +
-                             std::string(src_.substr(offsets_[i], offsets_[last + 1] - offsets_[i])) +
-                             "'"});
+                         "Syntax error: token recognition error at: '" + std::string(text) + "'"});
       i = dead < n ? dead + 1 : n;
     }
     Token eof;
@@ -747,7 +746,7 @@ class Parser {
     } else if ((n == 2 && fn == "filter") || ((n == 2 || n == 3) && fn == "map")) {
       need(0, "argument is not an identifier");
     } else if ((n == 3 && (fn == "all" || fn == "exists" || fn == "existsOne" ||
-                           fn == "transformList" || fn == "transformMap" ||
+                           fn == "exists_one" || fn == "transformList" || fn == "transformMap" ||
                            fn == "transformMapEntry")) ||
                (n == 4 && (fn == "transformList" || fn == "transformMap" ||
                            fn == "transformMapEntry"))) {
@@ -1088,7 +1087,9 @@ class Parser {
       case 1:
       case 2: {
         if (!Sync(alt == 1 ? 132 : 136, Of(kDot, kIdentifier), false)) return ErrorExit();
-        if (LA(1) == kDot && !Match(alt == 1 ? 131 : 135, kDot, Of(kIdentifier))) return ErrorExit();
+        if (LA(1) == kDot && !Match(alt == 1 ? 131 : 135, kDot, Of(kIdentifier))) {
+          return ErrorExit();
+        }
         const Token id = LT(1);
         if (!Match(alt == 1 ? 134 : 138, kIdentifier, alt == 1 ? kEps : Of(kLParen))) {
           return ErrorExit();
@@ -1277,12 +1278,13 @@ class Parser {
       {
         Frame f(this, Of(kColon), kOptExpr);
         OptExpr();
-        *vd = std::max(*vd, shape_.vd);
       }
+      const int key_vd = shape_.vd;
       if (!Match(first ? 221 : 225, kColon, kFirstExpr)) {
         visitor_errors_.resize(entry);
         return ErrorExit();
       }
+      *vd = std::max(*vd, key_vd);
       {
         Frame f(this, Of(kComma) | kEps, kExpr);
         Expr();

@@ -23,8 +23,13 @@
 //  - cel-go's limits: 30 recovery attempts, 256 tokens consumed per recovery, 100 reported syntax
 //    errors, 250 nested invocations of one rule; and its rewrite of "no viable alternative at
 //    input '.true'" into "mismatched input 'true' expecting IDENTIFIER".
-// The visitor that cel-go runs over the recovered tree adds "reserved identifier" and invalid
-// literal errors; those are reported for the identifiers and literals the recovered parse matched.
+// The visitor that cel-go runs over the recovered tree adds errors of its own: reserved words as
+// names, literals that do not fit, macro arguments (has, all, exists, map, filter, sortBy,
+// cel.bind, optMap, the two-variable comprehensions), fields without a name, and its recursion
+// limit of 250 nested operators, selects, calls and indexes. Each rule function leaves the
+// "shape" of what it read (kind, position, that nesting) for them; entries of map and message
+// literals that lost their ':', and the arguments of a call named by a reserved word, are not
+// visited by cel-go, so what they would report is dropped.
 #include "syntax_errors.h"
 
 #include <algorithm>

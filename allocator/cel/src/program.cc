@@ -1256,6 +1256,10 @@ class Planner {
       if (t.type.kind() == Type::Kind::kType && f.type.kind() == Type::Kind::kType) p.type = f.type;
       if (t.type.kind() == Type::Kind::kNull) p.type = f.type;
       if (f.type.kind() == Type::Kind::kNull) p.type = t.type;
+      // A literal optional.none() is optional_type(T), T free: it takes the other branch's optional
+      // type (optMap's expansion ends in `: optional.none()`).
+      if (IsOptionalNone(*e.args[2]) && t.type.kind() == Type::Kind::kOptional) p.type = t.type;
+      if (IsOptionalNone(*e.args[1]) && f.type.kind() == Type::Kind::kOptional) p.type = f.type;
       CheckBoolOperand(c, e.args[0]->offset, fn);
       p.node = std::make_unique<CondNode>(e.offset, std::move(c.node), std::move(t.node), std::move(f.node));
       return FoldIfConst(std::move(p), e.offset);
@@ -2323,6 +2327,30 @@ class Planner {
           s->args[1]->kind == Expr::Kind::kList && s->args[1]->args.size() == 1) {
         auto it = checked_.types.find(s->args[1]->args[0].get());
         if (it != checked_.types.end()) accu_type = Type::List(it->second);
+      }
+    }
+    // The same for an empty map literal and cel.@mapInsert (transformMap: key and value;
+    // transformMapEntry: the entry map's type): `{"a": 1}.transformMap(k, v, v + 1)` is a
+    // map(string, int) there.
+    if (e.accu_init->kind == Expr::Kind::kMap && e.accu_init->args.empty() &&
+        accu_type.kind() == Type::Kind::kMap && accu_type.param0().is_dyn() &&
+        accu_type.param1().is_dyn()) {
+      const Expr* s = e.loop_step.get();
+      if (s->kind == Expr::Kind::kCall && s->name == "_?_:_" && s->args.size() == 3) {
+        s = s->args[1].get();
+      }
+      if (s->kind == Expr::Kind::kCall && s->name == "cel.@mapInsert" && !s->args.empty() &&
+          s->args[0]->kind == Expr::Kind::kIdent && s->args[0]->name == e.accu_var) {
+        if (s->args.size() == 3) {
+          auto k = checked_.types.find(s->args[1].get());
+          auto v = checked_.types.find(s->args[2].get());
+          if (k != checked_.types.end() && v != checked_.types.end()) {
+            accu_type = Type::Map(k->second, v->second);
+          }
+        } else if (s->args.size() == 2) {
+          auto m = checked_.types.find(s->args[1].get());
+          if (m != checked_.types.end() && m->second.kind() == Type::Kind::kMap) accu_type = m->second;
+        }
       }
     }
     scope_.resize(scope_mark + 1);

@@ -55,7 +55,8 @@ TEST(ParserTest, UnterminatedLiterals) {
             " | \"\"\"abc\"\"\n | .......^");
   // b is an identifier when no string follows it.
   EXPECT_EQ(CompileError("b'abc", {.type_check = false}),
-            "ERROR: <input>:1:2: Syntax error: token recognition error at: ''abc'\n | b'abc\n | .^");
+            "ERROR: <input>:1:2: Syntax error: token recognition error at: ''abc'\n"
+            " | b'abc\n | .^");
   EXPECT_THAT(CompileError("'a\nb'"),
               StartsWith("ERROR: <input>:1:1: Syntax error: token recognition error at: ''a\n'"));
   EXPECT_EQ(CompileError("`abc"),
@@ -73,7 +74,8 @@ TEST(ParserTest, BadEscapes) {
             "ERROR: <input>:1:5: Syntax error: mismatched input '<EOF>' " +
                 std::string(kExpectingExpr) + "\n" R"( | '\q')" "\n | ....^");
   EXPECT_THAT(CompileError(R"('\x4')"),
-              StartsWith(R"(ERROR: <input>:1:1: Syntax error: token recognition error at: ''\x4'')"));
+              StartsWith(R"(ERROR: <input>:1:1: Syntax error: token recognition error at: )"
+                         R"(''\x4'')"));
   EXPECT_THAT(CompileError(R"('\uD800')"), HasSubstr("invalid unicode code point"));
   // The lexer skips the 4 and reads 00 as a number: only the last quote is left over.
   EXPECT_EQ(CompileError(R"('\400')"),
@@ -81,6 +83,57 @@ TEST(ParserTest, BadEscapes) {
             R"( | '\400')" "\n | ^\n"
             R"(ERROR: <input>:1:6: Syntax error: token recognition error at: ''')" "\n"
             R"( | '\400')" "\n | .....^");
+}
+
+// ANTLR's messages and recovery, as cel-go reports them (texts from integration/celdiff's oracle;
+// the celdiff syntax run compares thousands more).
+TEST(ParserTest, SyntaxErrorsAsCelGoReportsThem) {
+  const EnvironmentOptions no_check = {.type_check = false};
+  // Single-token deletion at the start, then the missing operand.
+  EXPECT_EQ(CompileError("?!"),
+            "ERROR: <input>:1:1: Syntax error: extraneous input '?' " +
+                std::string(kExpectingExpr) +
+                "\n | ?!\n | ^\n"
+                "ERROR: <input>:1:3: Syntax error: extraneous input '<EOF>' " +
+                std::string(kExpectingExpr) + "\n | ?!\n | ..^");
+  // No viable alternative after a dot; cel-go's rewrite of a keyword after a dot.
+  EXPECT_EQ(CompileError("a.)", no_check),
+            "ERROR: <input>:1:3: Syntax error: no viable alternative at input '.)'\n"
+            " | a.)\n | ..^");
+  EXPECT_EQ(CompileError(".true", no_check),
+            "ERROR: <input>:1:2: Syntax error: mismatched input 'true' expecting IDENTIFIER\n"
+            " | .true\n | .^");
+  // Single-token insertion.
+  EXPECT_EQ(CompileError("(a", no_check),
+            "ERROR: <input>:1:3: Syntax error: missing ')' at '<EOF>'\n | (a\n | ..^");
+  EXPECT_EQ(CompileError("{1 2}", no_check),
+            "ERROR: <input>:1:4: Syntax error: missing ':' at '2'\n | {1 2}\n | ...^");
+  // The lexer drops "= " (it tried "==") and the parser goes on.
+  EXPECT_EQ(CompileError("a = 1", no_check),
+            "ERROR: <input>:1:3: Syntax error: token recognition error at: '= '\n | a = 1\n | ..^\n"
+            "ERROR: <input>:1:5: Syntax error: extraneous input '1' expecting <EOF>\n"
+            " | a = 1\n | ....^");
+  // Two errors at one position, in report order.
+  EXPECT_EQ(CompileError("-"),
+            "ERROR: <input>:1:2: Syntax error: no viable alternative at input '-'\n | -\n | .^\n"
+            "ERROR: <input>:1:2: Syntax error: mismatched input '<EOF>' " +
+                std::string(kExpectingExpr) + "\n | -\n | .^");
+  // The visitor's errors on the recovered tree, sorted with the syntax errors.
+  EXPECT_EQ(CompileError("if a", no_check),
+            "ERROR: <input>:1:1: reserved identifier: if\n | if a\n | ^\n"
+            "ERROR: <input>:1:4: Syntax error: extraneous input 'a' expecting <EOF>\n"
+            " | if a\n | ...^");
+  EXPECT_EQ(CompileError("[1].map(x [x, \"b\"]).size() == 1"),
+            "ERROR: <input>:1:11: argument is not an identifier\n"
+            " | [1].map(x [x, \"b\"]).size() == 1\n | ..........^\n"
+            "ERROR: <input>:1:13: Syntax error: missing ']' at ','\n"
+            " | [1].map(x [x, \"b\"]).size() == 1\n | ............^\n"
+            "ERROR: <input>:1:18: Syntax error: extraneous input ']' expecting ')'\n"
+            " | [1].map(x [x, \"b\"]).size() == 1\n | .................^");
+  // The empty selector: no line, so column 0 and no snippet.
+  EXPECT_EQ(CompileError(""),
+            "ERROR: <input>:1:0: Syntax error: mismatched input '<EOF>' " +
+                std::string(kExpectingExpr));
 }
 
 TEST(ParserTest, HugeIntegerLiterals) {

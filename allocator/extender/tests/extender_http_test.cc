@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test_util.h"
 
 namespace devlet::extender {
 namespace {
@@ -22,51 +24,15 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
+using testing::PodJson;
 
 // node-a: two GPUs on NUMA 0 and one on NUMA 1; node-b: one GPU; node-c: none.
-constexpr char kCluster[] = R"(
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  extendedResourceName: example.com/gpu
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-a-gpus}
-spec:
-  driver: gpu.example.com
-  nodeName: node-a
-  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
-  devices:
-  - {name: gpu-0, attributes: {numaNode: {int: 0}}}
-  - {name: gpu-1, attributes: {numaNode: {int: 1}}}
-  - {name: gpu-2, attributes: {numaNode: {int: 0}}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-b-gpus}
-spec:
-  driver: gpu.example.com
-  nodeName: node-b
-  pool: {name: node-b, generation: 1, resourceSliceCount: 1}
-  devices:
-  - {name: gpu-0, attributes: {numaNode: {int: 0}}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
-)";
+std::string ClusterYaml() {
+  return testing::Documents({testing::GpuClassYaml("example.com/gpu"),
+                             testing::GpuSliceYaml("node-a", {0, 1, 0}),
+                             testing::GpuSliceYaml("node-b", {0}), testing::NodeYaml("node-a"),
+                             testing::NodeYaml("node-b"), testing::NodeYaml("node-c")});
+}
 
 std::string ClaimYaml(const std::string& name, int count) {
   return "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: " + name +
@@ -76,44 +42,23 @@ std::string ClaimYaml(const std::string& name, int count) {
          std::to_string(count) + "}\n";
 }
 
-// PodJson is a pod as the scheduler sends it: no apiVersion/kind (informer objects).
-json PodJson(const std::string& name, const std::vector<std::string>& claims) {
-  json pod = {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
-              {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "busybox"}}})}}}};
-  json refs = json::array();
-  for (const auto& claim : claims) refs.push_back({{"name", claim}, {"resourceClaimName", claim}});
-  pod["spec"]["resourceClaims"] = refs;
-  return pod;
-}
 
 class ExtenderHttpTest : public ::testing::Test {
  protected:
   void StartServer(Mode mode, const std::vector<std::string>& extra_yaml = {}) {
-    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(kCluster));
+    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(ClusterYaml()));
     for (const auto& yaml : extra_yaml) {
       ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> more, kube::Decode(yaml));
       objects.insert(objects.end(), more.begin(), more.end());
     }
     for (const auto& object : objects) ASSERT_OK(state_.Apply(object));
     extender_ = std::make_unique<Extender>(state_, writer_, Options{.mode = mode});
-    server_ = std::make_unique<Server>(
-        *extender_, ServerOptions{.host = "127.0.0.1", .port = 0, .prefix = "/devlet/"});
-    ASSERT_OK(server_->Start());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_keep_alive(true);
+    ASSERT_OK(http_.Start(*extender_));
   }
-  void TearDown() override {
-    client_.reset();  // close the keep-alive connection first
-    if (server_) server_->Stop();
-  }
+  void TearDown() override { http_.Stop(); }
 
   json Post(const std::string& verb, const std::string& body, int want_status = 200) {
-    auto res = client_->Post("/devlet/" + verb, body, "application/json");
-    EXPECT_TRUE(res) << "no response for " << verb;
-    if (!res) return nullptr;
-    EXPECT_EQ(res->status, want_status) << res->body;
-    if (res->status != 200) return res->body;
-    return json::parse(res->body);
+    return http_.Post(verb, body, want_status);
   }
   json Filter(const json& pod, const std::vector<std::string>& nodes) {
     return Post("filter", json({{"Pod", pod}, {"NodeNames", nodes}}).dump());
@@ -129,18 +74,17 @@ class ExtenderHttpTest : public ::testing::Test {
   ClusterState state_{allocator::Features{}};
   MemoryWriter writer_{state_};
   std::unique_ptr<Extender> extender_;
-  std::unique_ptr<Server> server_;
-  std::unique_ptr<httplib::Client> client_;
+  testing::LoopbackServer http_;
 };
 
 TEST_F(ExtenderHttpTest, HealthReadyAndMetrics) {
   StartServer(Mode::kAllocate);
-  EXPECT_EQ(client_->Get("/healthz")->status, 200);
-  EXPECT_EQ(client_->Get("/readyz")->status, 503);
+  EXPECT_EQ(http_.client().Get("/healthz")->status, 200);
+  EXPECT_EQ(http_.client().Get("/readyz")->status, 503);
   state_.MarkSynced();
-  EXPECT_EQ(client_->Get("/readyz")->status, 200);
+  EXPECT_EQ(http_.client().Get("/readyz")->status, 200);
   Filter(PodJson("p", {}), {"node-a"});
-  auto metrics = client_->Get("/metrics");
+  auto metrics = http_.client().Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_THAT(metrics->body, HasSubstr("devlet_extender_filter_requests_total 1\n"));
   EXPECT_THAT(metrics->body, HasSubstr("devlet_extender_ready 1\n"));
@@ -159,16 +103,8 @@ TEST_F(ExtenderHttpTest, AllocateFilterNodeNamesWithReasons) {
 }
 
 TEST_F(ExtenderHttpTest, NodeNamedOnlyBySlicesIsImplied) {
-  StartServer(Mode::kAllocate, {ClaimYaml("one", 1), R"(
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-d-gpus}
-spec:
-  driver: gpu.example.com
-  nodeName: node-d
-  pool: {name: node-d, generation: 1, resourceSliceCount: 1}
-  devices: [{name: gpu-0}]
-)"});
+  StartServer(Mode::kAllocate,
+              {ClaimYaml("one", 1), testing::GpuSliceYaml("node-d", {std::nullopt})});
   EXPECT_EQ(Filter(PodJson("p", {"one"}), {"node-d"})["NodeNames"], json({"node-d"}));
   EXPECT_EQ(Bind("p", "node-d")["Error"], "");
   EXPECT_TRUE(state_.IsAllocated("gpu.example.com", "node-d", "gpu-0"));
@@ -202,9 +138,9 @@ TEST_F(ExtenderHttpTest, BadInputGivesClearErrors) {
   EXPECT_THAT(Post("bind", R"({"PodName":"p"})")["Error"].get<std::string>(),
               HasSubstr("required"));
   EXPECT_THAT(Bind("nobody", "node-a")["Error"].get<std::string>(), HasSubstr("not known"));
-  EXPECT_EQ(client_->Post("/devlet/preempt", "{}", "application/json")->status, 404);
+  EXPECT_EQ(http_.client().Post("/devlet/preempt", "{}", "application/json")->status, 404);
   std::string huge(17u << 20, ' ');
-  auto res = client_->Post("/devlet/filter", huge, "application/json");
+  auto res = http_.client().Post("/devlet/filter", huge, "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 413);
   // Go decoding is case-insensitive: lower-case field names work too.
@@ -266,7 +202,7 @@ TEST_F(ExtenderHttpTest, TwoPodsRacingForOneDeviceNeverBothBind) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
-      httplib::Client client("127.0.0.1", server_->port());
+      httplib::Client client("127.0.0.1", http_.port());
       json args = {{"PodName", "p" + std::to_string(i + 1)},
                    {"PodNamespace", "default"},
                    {"PodUID", "uid-p" + std::to_string(i + 1)},
@@ -418,7 +354,7 @@ metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c, rack: "1"}}
 TEST(ExtenderReuseTest, ReuseAnswersLikeFreshAllocation) {
   for (Mode mode : {Mode::kScore, Mode::kAllocate}) {
     ClusterState state{allocator::Features{}};
-    ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+    ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(ClusterYaml()));
     for (const auto& o : objects) ASSERT_OK(state.Apply(o));
     for (const char* claim : {"a", "b", "c"}) {
       ASSERT_OK_AND_ASSIGN(auto c, kube::Decode(ClaimYaml(claim, 1)));
@@ -466,7 +402,7 @@ TEST(ExtenderReuseTest, ReuseAnswersLikeFreshAllocation) {
 // kept outcomes answer like a fresh allocation.
 TEST(ExtenderReuseTest, EventsDuringRequests) {
   ClusterState state{allocator::Features{}};
-  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(ClusterYaml()));
   for (const auto& o : objects) ASSERT_OK(state.Apply(o));
   ASSERT_OK_AND_ASSIGN(auto one, kube::Decode(ClaimYaml("one", 1)));
   ASSERT_OK(state.Apply(one[0]));
@@ -572,7 +508,7 @@ class ConflictingWriter : public MemoryWriter {
 
 TEST(ExtenderConflictTest, ConflictRereadsAndRetries) {
   ClusterState state{allocator::Features{}};
-  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(ClusterYaml()));
   for (const auto& o : objects) ASSERT_OK(state.Apply(o));
   ASSERT_OK_AND_ASSIGN(auto claim, kube::Decode(ClaimYaml("one", 1)));
   ASSERT_OK(state.Apply(claim[0]));
@@ -610,7 +546,7 @@ class FailingBindWriter : public MemoryWriter {
 
 TEST(ExtenderBindTest, FailedBindingTakesTheAllocationBack) {
   ClusterState state{allocator::Features{}};
-  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(kCluster));
+  ASSERT_OK_AND_ASSIGN(auto objects, kube::Decode(ClusterYaml()));
   for (const auto& o : objects) ASSERT_OK(state.Apply(o));
   ASSERT_OK_AND_ASSIGN(auto claim, kube::Decode(ClaimYaml("one", 1)));
   ASSERT_OK(state.Apply(claim[0]));

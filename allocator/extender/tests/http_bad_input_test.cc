@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test_util.h"
 
 namespace devlet::extender {
 namespace {
@@ -36,35 +37,12 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
+using testing::PodJson;
 
 // node-a: two GPUs; node-b: none. Claim "one" asks for one GPU.
-constexpr char kCluster[] = R"(
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-a-gpus}
-spec:
-  driver: gpu.example.com
-  nodeName: node-a
-  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
-  devices:
-  - {name: gpu-0, attributes: {numaNode: {int: 0}}}
-  - {name: gpu-1, attributes: {numaNode: {int: 0}}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
----
+std::string ClusterYaml() {
+  return testing::Documents({testing::GpuClassYaml(), testing::GpuSliceYaml("node-a", {0, 0}),
+                             testing::NodeYaml("node-a"), testing::NodeYaml("node-b"), R"(
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: one, namespace: default, uid: uid-one, resourceVersion: '1'}
@@ -72,17 +50,11 @@ spec:
   devices:
     requests:
     - {name: gpu, exactly: {deviceClassName: gpu, count: 1}}
-)";
-
-json PodJson(const std::string& name, const std::string& claim) {
-  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
-          {"spec",
-           {{"containers", json::array({{{"name", "c"}, {"image", "busybox"}}})},
-            {"resourceClaims", json::array({{{"name", "c"}, {"resourceClaimName", claim}}})}}}};
+)"});
 }
 
 std::string FilterBody(const std::string& pod, const std::string& claim) {
-  return json({{"Pod", PodJson(pod, claim)}, {"NodeNames", {"node-a", "node-b"}}}).dump();
+  return json({{"Pod", PodJson(pod, {claim})}, {"NodeNames", {"node-a", "node-b"}}}).dump();
 }
 
 // RawConnection is a client socket for what httplib::Client will not send: bodies a byte at a
@@ -192,37 +164,23 @@ class BlockingWriter : public MemoryWriter {
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(kCluster));
+    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(ClusterYaml()));
     for (const auto& object : objects) ASSERT_OK(state_.Apply(object));
     state_.MarkSynced();
     extender_ = std::make_unique<Extender>(state_, writer_, Options{.mode = Mode::kAllocate});
   }
   void Start(ServerOptions options = {}) {
-    options.host = "127.0.0.1";
-    options.port = 0;
-    options.prefix = "/devlet";
-    server_ = std::make_unique<Server>(*extender_, options);
-    ASSERT_OK(server_->Start());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_keep_alive(true);
-    client_->set_read_timeout(std::chrono::seconds(20));
+    ASSERT_OK(http_.Start(*extender_, options));
+    http_.client().set_read_timeout(std::chrono::seconds(20));
   }
-  void TearDown() override {
-    client_.reset();
-    if (server_) server_->Stop();
-  }
+  void TearDown() override { http_.Stop(); }
   // Post returns the reply of a verb as JSON (a string for non-JSON replies).
   json Post(const std::string& verb, const std::string& body, int want_status = 200) {
-    auto res = client_->Post("/devlet/" + verb, body, "application/json");
-    EXPECT_TRUE(res) << verb << ": " << (res ? "" : httplib::to_string(res.error()));
-    if (!res) return nullptr;
-    EXPECT_EQ(res->status, want_status) << res->body;
-    json parsed = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-    return parsed.is_discarded() ? json(res->body) : parsed;
+    return http_.Post(verb, body, want_status);
   }
   // ExpectServing checks the server still answers a normal filter correctly.
   void ExpectServing() {
-    httplib::Client fresh("127.0.0.1", server_->port());
+    httplib::Client fresh("127.0.0.1", http_.port());
     fresh.set_read_timeout(std::chrono::seconds(20));
     auto res = fresh.Post("/devlet/filter", FilterBody("ok", "one"), "application/json");
     ASSERT_TRUE(res) << httplib::to_string(res.error());
@@ -233,13 +191,12 @@ class BadInputTest : public ::testing::Test {
   ClusterState state_{allocator::Features{}};
   BlockingWriter writer_{state_};
   std::unique_ptr<Extender> extender_;
-  std::unique_ptr<Server> server_;
-  std::unique_ptr<httplib::Client> client_;
+  testing::LoopbackServer http_;
 };
 
 TEST_F(BadInputTest, BodySentAByteAtATimeIsServed) {
   Start();
-  RawConnection conn(server_->port());
+  RawConnection conn(http_.port());
   ASSERT_TRUE(conn.connected());
   const std::string body = FilterBody("p", "one");
   const std::string request = PostHead("/devlet/filter", body.size()) + body;
@@ -260,7 +217,7 @@ TEST_F(BadInputTest, StalledBodiesAreDroppedAndOthersServed) {
   Start({.read_timeout = std::chrono::seconds(1), .threads = 2});
   std::vector<std::unique_ptr<RawConnection>> stalled;
   for (int i = 0; i < 4; ++i) {
-    stalled.push_back(std::make_unique<RawConnection>(server_->port()));
+    stalled.push_back(std::make_unique<RawConnection>(http_.port()));
     ASSERT_TRUE(stalled.back()->connected());
     ASSERT_TRUE(stalled.back()->Send(PostHead("/devlet/filter", 1000) + "{\"Pod\":"));
   }
@@ -275,7 +232,7 @@ TEST_F(BadInputTest, StalledBodiesAreDroppedAndOthersServed) {
 TEST_F(BadInputTest, TrickledBodyHitsTheRequestDeadline) {
   // A byte every 100 ms never trips the per-read timeout; the request deadline still ends it.
   Start({.read_timeout = std::chrono::seconds(5), .request_timeout = std::chrono::seconds(1)});
-  RawConnection conn(server_->port());
+  RawConnection conn(http_.port());
   ASSERT_TRUE(conn.connected());
   const std::string body = FilterBody("p", "one");
   ASSERT_TRUE(conn.Send(PostHead("/devlet/filter", body.size())));
@@ -320,18 +277,19 @@ TEST_F(BadInputTest, WronglyTypedFieldsNameTheField) {
   EXPECT_THAT(filter_error("null"), HasSubstr("not a JSON object"));
   EXPECT_THAT(filter_error(R"({"Pod":"p","NodeNames":["node-a"]})"),
               HasSubstr("ExtenderArgs.Pod"));
-  EXPECT_THAT(filter_error(json({{"Pod", PodJson("p", "one")}, {"NodeNames", "node-a"}}).dump()),
+  const json one = PodJson("p", {"one"});
+  EXPECT_THAT(filter_error(json({{"Pod", one}, {"NodeNames", "node-a"}}).dump()),
               HasSubstr("NodeNames: not an array"));
-  EXPECT_THAT(filter_error(json({{"Pod", PodJson("p", "one")}, {"NodeNames", {1, 2}}}).dump()),
+  EXPECT_THAT(filter_error(json({{"Pod", one}, {"NodeNames", {1, 2}}}).dump()),
               HasSubstr("NodeNames: not a string"));
-  EXPECT_THAT(filter_error(json({{"Pod", PodJson("p", "one")}, {"Nodes", {{"items", 3}}}}).dump()),
+  EXPECT_THAT(filter_error(json({{"Pod", one}, {"Nodes", {{"items", 3}}}}).dump()),
               HasSubstr("Nodes.items"));
   EXPECT_THAT(
-      filter_error(json({{"Pod", PodJson("p", "one")},
+      filter_error(json({{"Pod", one},
                          {"Nodes", {{"items", json::array({{{"metadata", {{"name", 7}}}}})}}}})
                        .dump()),
       HasSubstr("Nodes.items[0]"));
-  json pod = PodJson("p", "one");
+  json pod = PodJson("p", {"one"});
   pod["spec"]["resourceClaims"] = "all of them";
   EXPECT_THAT(filter_error(json({{"Pod", pod}, {"NodeNames", {"node-a"}}}).dump()),
               HasSubstr("resourceClaims"));
@@ -346,7 +304,7 @@ TEST_F(BadInputTest, BodiesNearAndOverTheLimit) {
   json names = json::array();
   for (int i = 0; i < 60000; ++i) names.push_back("nowhere-" + std::to_string(i));
   names.push_back("node-a");
-  std::string body = json({{"Pod", PodJson("p", "one")}, {"NodeNames", names}}).dump();
+  std::string body = json({{"Pod", PodJson("p", {"one"})}, {"NodeNames", names}}).dump();
   ASSERT_LT(body.size(), 1u << 20);
   json reply = Post("filter", body);
   EXPECT_EQ(reply["Error"], "");
@@ -356,9 +314,9 @@ TEST_F(BadInputTest, BodiesNearAndOverTheLimit) {
   std::string big(2u << 20, ' ');
   // The server may answer and close before the client has written everything: then the client
   // sees a broken connection instead of the 413.
-  auto res = client_->Post("/devlet/filter", big, "application/json");
+  auto res = http_.client().Post("/devlet/filter", big, "application/json");
   EXPECT_TRUE(!res || res->status == 413) << res->status;
-  httplib::Client chunked("127.0.0.1", server_->port());
+  httplib::Client chunked("127.0.0.1", http_.port());
   size_t sent = 0;
   res = chunked.Post(
       "/devlet/filter",
@@ -379,25 +337,25 @@ TEST_F(BadInputTest, BodiesNearAndOverTheLimit) {
 TEST_F(BadInputTest, MalformedHttpAndWrongMethods) {
   Start();
   {
-    RawConnection conn(server_->port());
+    RawConnection conn(http_.port());
     ASSERT_TRUE(conn.Send("THIS IS NOT HTTP\r\n\r\n"));
     EXPECT_THAT(conn.ReadResponse(std::chrono::seconds(10)), StartsWith("HTTP/1.1 400"));
   }
   {
-    RawConnection conn(server_->port());
+    RawConnection conn(http_.port());
     ASSERT_TRUE(conn.Send("POST /devlet/filter HTTP/1.1\r\nHost: x\r\nContent-Length: banana\r\n"
                           "\r\n{}"));
     // httplib reads an unparsable length as 0: the empty body is then the verb's error.
     std::string response = conn.ReadResponse(std::chrono::seconds(10));
     EXPECT_THAT(response, AnyOf(StartsWith("HTTP/1.1 4"), HasSubstr("not valid JSON")));
   }
-  auto res = client_->Get("/devlet/filter");
+  auto res = http_.client().Get("/devlet/filter");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
-  res = client_->Put("/devlet/bind", "{}", "application/json");
+  res = http_.client().Put("/devlet/bind", "{}", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
-  res = client_->Post("/devlet/filter/../bind", "{}", "application/json");
+  res = http_.client().Post("/devlet/filter/../bind", "{}", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
   ExpectServing();
@@ -407,7 +365,7 @@ TEST_F(BadInputTest, ClaimsThatDoNotExistYet) {
   Start();
   // Prioritize cannot score a pod whose claim is missing: every node 0, not an error.
   json reply = Post("prioritize",
-                    json({{"Pod", PodJson("p", "later")}, {"NodeNames", {"node-a", "node-b"}}})
+                    json({{"Pod", PodJson("p", {"later"})}, {"NodeNames", {"node-a", "node-b"}}})
                         .dump());
   ASSERT_TRUE(reply.is_array());
   ASSERT_EQ(reply.size(), 2u);
@@ -427,7 +385,7 @@ TEST_F(BadInputTest, SlowApiServerDoesNotBlockFilter) {
   Start();
   Post("filter", FilterBody("p", "one"));
   std::future<json> bind = std::async(std::launch::async, [&] {
-    httplib::Client c("127.0.0.1", server_->port());
+    httplib::Client c("127.0.0.1", http_.port());
     c.set_read_timeout(std::chrono::seconds(30));
     auto res = c.Post("/devlet/bind",
                       json({{"PodName", "p"}, {"PodNamespace", "default"}, {"Node", "node-a"}})

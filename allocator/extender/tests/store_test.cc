@@ -1,6 +1,7 @@
 // The extender over the kube/client ManifestStore: list+watch into the state, bind through it.
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -12,29 +13,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test_util.h"
 
 namespace devlet::extender {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr char kObjects[] = R"(
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-a-gpus}
-spec:
-  driver: gpu.example.com
-  nodeName: node-a
-  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
-  devices: [{name: gpu-0}]
----
+std::string ObjectsYaml() {
+  return testing::Documents({testing::GpuClassYaml(),
+                             testing::GpuSliceYaml("node-a", {std::nullopt}), R"(
 apiVersion: v1
 kind: Node
 metadata: {name: node-a}
@@ -50,7 +38,8 @@ metadata: {name: p, namespace: default}
 spec:
   resourceClaims: [{name: g, resourceClaimName: one}]
   containers: [{name: c, image: busybox}]
-)";
+)"});
+}
 
 TEST(ExtenderStoreTest, SyncsFromManifestStoreAndBindsThroughIt) {
   const std::filesystem::path dir =
@@ -60,7 +49,7 @@ TEST(ExtenderStoreTest, SyncsFromManifestStoreAndBindsThroughIt) {
   ASSERT_OK_AND_ASSIGN(auto store, kube::ManifestStore::Open(
                                        {.dir = dir.string(),
                                         .poll_interval = std::chrono::milliseconds(20)}));
-  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(kObjects));
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(ObjectsYaml()));
   for (const auto& object : objects) ASSERT_OK(store->Create(object).status());
 
   ClusterState state{allocator::Features{}};

@@ -1,0 +1,126 @@
+// Fixtures shared by the extender's tests: the objects of a small GPU cluster as YAML, a pod as
+// the scheduler sends it, and the extender served on a loopback port with a client for it.
+#pragma once
+
+#include <httplib.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "devlet/extender/extender.h"
+#include "devlet/extender/server.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace devlet::extender::testing {
+
+// GpuClassYaml is the DeviceClass "gpu": every device of the driver gpu.example.com, also
+// requested as `extended_resource_name` when that is not empty.
+inline std::string GpuClassYaml(const std::string& extended_resource_name = "") {
+  return "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec:\n" +
+         (extended_resource_name.empty()
+              ? std::string()
+              : "  extendedResourceName: " + extended_resource_name + "\n") +
+         "  selectors:\n  - cel: {expression: 'device.driver == \"gpu.example.com\"'}\n";
+}
+
+// GpuSliceYaml is the ResourceSlice "<node>-gpus" of gpu.example.com on `node` (its own pool):
+// devices gpu-0, gpu-1, ..., one per entry of `numa_nodes`, each with that numaNode attribute
+// (none for nullopt).
+inline std::string GpuSliceYaml(const std::string& node,
+                                const std::vector<std::optional<int>>& numa_nodes) {
+  std::string yaml = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: " +
+                     node + "-gpus}\nspec:\n  driver: gpu.example.com\n  nodeName: " + node +
+                     "\n  pool: {name: " + node +
+                     ", generation: 1, resourceSliceCount: 1}\n  devices:\n";
+  for (std::size_t i = 0; i < numa_nodes.size(); ++i) {
+    yaml += "  - {name: gpu-" + std::to_string(i);
+    if (numa_nodes[i].has_value()) {
+      yaml += ", attributes: {numaNode: {int: " + std::to_string(*numa_nodes[i]) + "}}";
+    }
+    yaml += "}\n";
+  }
+  return yaml;
+}
+
+// NodeYaml is the Node `name` with its kubernetes.io/hostname label.
+inline std::string NodeYaml(const std::string& name) {
+  return "apiVersion: v1\nkind: Node\nmetadata: {name: " + name +
+         ", labels: {kubernetes.io/hostname: " + name + "}}\n";
+}
+
+// Documents joins YAML documents into one multi-document text.
+inline std::string Documents(const std::vector<std::string>& documents) {
+  std::string yaml;
+  for (const std::string& document : documents) {
+    if (!yaml.empty()) yaml += "---\n";
+    yaml += document;
+  }
+  return yaml;
+}
+
+// PodJson is a pod in namespace default as the scheduler sends it (no apiVersion/kind: informer
+// objects), UID "uid-<name>", one container, and a spec.resourceClaims entry per claim, named
+// after it.
+inline nlohmann::json PodJson(const std::string& name, const std::vector<std::string>& claims) {
+  using json = nlohmann::json;
+  json pod = {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
+              {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "busybox"}}})}}}};
+  json refs = json::array();
+  for (const auto& claim : claims) refs.push_back({{"name", claim}, {"resourceClaimName", claim}});
+  pod["spec"]["resourceClaims"] = refs;
+  return pod;
+}
+
+// LoopbackServer serves an Extender on 127.0.0.1 (a free port) under the prefix "/devlet" and
+// holds a keep-alive client for it. The extender must outlive it.
+class LoopbackServer {
+ public:
+  LoopbackServer() = default;
+  LoopbackServer(const LoopbackServer&) = delete;
+  LoopbackServer& operator=(const LoopbackServer&) = delete;
+  ~LoopbackServer() { Stop(); }
+
+  // Start serves `extender` with `options`, its host, port and prefix replaced as above.
+  absl::Status Start(Extender& extender, ServerOptions options = {}) {
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.prefix = "/devlet";
+    server_ = std::make_unique<Server>(extender, options);
+    if (absl::Status status = server_->Start(); !status.ok()) return status;
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_keep_alive(true);
+    return absl::OkStatus();
+  }
+
+  // Stop closes the keep-alive connection, then stops the server (which waits for open ones).
+  void Stop() {
+    client_.reset();
+    if (server_) server_->Stop();
+    server_.reset();
+  }
+
+  int port() const { return server_->port(); }
+  httplib::Client& client() { return *client_; }
+
+  // Post sends `body` to the verb and expects `want_status`; returns the reply as JSON (a JSON
+  // string when the reply is not JSON, null when there was none).
+  nlohmann::json Post(const std::string& verb, const std::string& body, int want_status = 200) {
+    auto res = client_->Post("/devlet/" + verb, body, "application/json");
+    EXPECT_TRUE(res) << verb << ": " << (res ? "" : httplib::to_string(res.error()));
+    if (!res) return nullptr;
+    EXPECT_EQ(res->status, want_status) << res->body;
+    nlohmann::json parsed = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    return parsed.is_discarded() ? nlohmann::json(res->body) : parsed;
+  }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace devlet::extender::testing

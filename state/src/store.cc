@@ -477,19 +477,13 @@ absl::Status CheckpointStore::FlushLocked() {
 absl::Status CheckpointStore::RecordPrepareStarted(PreparedClaim claim) {
   if (claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
   claim.state = ClaimState::kPrepareStarted;
-  return Update([&](Checkpoint& c) {
-    c.claims[claim.uid] = claim;
-    return absl::OkStatus();
-  });
+  return Apply({.puts = {std::move(claim)}});
 }
 
 absl::Status CheckpointStore::RecordPrepareCompleted(PreparedClaim claim) {
   if (claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
   claim.state = ClaimState::kPrepareCompleted;
-  return Update([&](Checkpoint& c) {
-    c.claims[claim.uid] = claim;
-    return absl::OkStatus();
-  });
+  return Apply({.puts = {std::move(claim)}});
 }
 
 absl::Status CheckpointStore::AddPod(const std::string& claim_uid, const std::string& pod_uid) {
@@ -505,10 +499,7 @@ absl::Status CheckpointStore::AddPod(const std::string& claim_uid, const std::st
 }
 
 absl::Status CheckpointStore::Remove(const std::string& claim_uid) {
-  return Update([&](Checkpoint& c) {
-    c.claims.erase(claim_uid);
-    return absl::OkStatus();
-  });
+  return Apply({.deletes = {claim_uid}});
 }
 
 absl::StatusOr<std::optional<PreparedClaim>> CheckpointStore::FindClaim(

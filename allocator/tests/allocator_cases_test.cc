@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "devlet/allocator/scenario.h"
+#include "devlet/allocator/testing/case_yaml.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/codec.h"
 #include "gmock/gmock.h"
@@ -55,34 +56,6 @@ std::vector<std::string> CaseFiles() {
   }
   std::sort(files.begin(), files.end());
   return files;
-}
-
-// YAML (expectations) to JSON: plain scalars true/false/null become JSON literals, everything
-// else stays a string (quantities and names are strings in these objects).
-Json ToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      Json j = Json::object();
-      for (const auto& kv : node) j[kv.first.as<std::string>()] = ToJson(kv.second);
-      return j;
-    }
-    case YAML::NodeType::Sequence: {
-      Json j = Json::array();
-      for (const auto& v : node) j.push_back(ToJson(v));
-      return j;
-    }
-    case YAML::NodeType::Scalar: {
-      std::string s = node.Scalar();
-      if (node.Tag() != "!") {
-        if (s == "true") return true;
-        if (s == "false") return false;
-        if (s == "null" || s == "~") return nullptr;
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
 }
 
 void Normalize(Json& allocation) {
@@ -239,7 +212,7 @@ TEST_P(AllocatorCase, Run) {
     kube::ResourceClaim claim = (*pending)[i];
     claim.status.allocation = out.results[i];
     Json actual = Json::parse(kube::EncodeJson(claim))["status"]["allocation"];
-    Json expected = ToJson(expect["allocations"][i]);
+    Json expected = testing::CaseYamlToJson(expect["allocations"][i]);
     Normalize(actual);
     Normalize(expected);
     EXPECT_EQ(actual.dump(2), expected.dump(2)) << "claim #" << i;

@@ -33,6 +33,7 @@
 
 #include "devlet/allocator/features.h"
 #include "devlet/allocator/scenario.h"
+#include "devlet/allocator/testing/case_yaml.h"
 #include "devlet/cel/quantity.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/codec.h"
@@ -42,6 +43,7 @@
 namespace {
 
 using Json = nlohmann::json;
+using devlet::allocator::testing::CaseYamlToJson;
 using namespace devlet;  // NOLINT
 using namespace devlet::allocator;  // NOLINT
 
@@ -181,34 +183,6 @@ int Cases(const Args& args) {
   return mismatches == 0 ? 0 : 1;
 }
 
-// YAML (case expectations) to JSON: true/false/null plain scalars become JSON literals,
-// everything else stays a string (as the case runner reads them).
-Json YamlToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      Json j = Json::object();
-      for (const auto& kv : node) j[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return j;
-    }
-    case YAML::NodeType::Sequence: {
-      Json j = Json::array();
-      for (const auto& v : node) j.push_back(YamlToJson(v));
-      return j;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = node.Scalar();
-      if (node.Tag() != "!") {
-        if (s == "true") return true;
-        if (s == "false") return false;
-        if (s == "null" || s == "~") return nullptr;
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
-
 // Strings for every scalar, so that "1" (YAML) and 1 (Go) compare equal.
 Json Stringly(const Json& j) {
   if (j.is_object()) {
@@ -265,7 +239,9 @@ int CaseFiles(const Args& args) {
       } else {
         node_name = doc["node"]["name"].as<std::string>();
         node["metadata"] = {{"name", node_name}, {"labels", Json::object()}};
-        if (doc["node"]["labels"]) node["metadata"]["labels"] = YamlToJson(doc["node"]["labels"]);
+        if (doc["node"]["labels"]) {
+          node["metadata"]["labels"] = CaseYamlToJson(doc["node"]["labels"]);
+        }
       }
     }
     bool node_given = false;
@@ -319,7 +295,7 @@ int CaseFiles(const Args& args) {
     bool same = upstream_kind == want_kind;
     std::string detail;
     if (same && want_kind == "allocated") {
-      Json want = YamlToJson(expect["allocations"]);
+      Json want = CaseYamlToJson(expect["allocations"]);
       const Json got = theirs.contains("results") ? theirs["results"] : Json::array();
       same = want.size() == got.size();
       for (size_t i = 0; same && i < want.size(); ++i) {

@@ -796,10 +796,10 @@ Val Quote(Ctx& ctx, const Val* a, uint32_t n) {
   return ctx.String(QuoteString(a[0].str()));
 }
 
-// ---- format()'s %s as ext.Strings version 2 does it (cel-go ext/formatting.go), Kubernetes' rules:
-// a value prints as string() converts it, the members of lists and maps as CEL literals ("a",
-// b"\x01", 1.500000, timestamp("..."), duration("1s"), "NaN"), map entries as "key:value" sorted
-// by the printed key, map keys only strings, bools and integers.
+// ---- format()'s %s as ext.Strings version 2 does it (cel-go ext/formatting.go), Kubernetes'
+// rules: a value prints as string() converts it, the members of lists and maps as CEL literals
+// ("a", b"\x01", 1.500000, timestamp("..."), duration("1s"), "NaN"), map entries as
+// "key:value" sorted by the printed key, map keys only strings, bools and integers.
 
 bool FormatMemberV2(Ctx& ctx, const Val& v, std::string* out, std::string* err);
 
@@ -855,7 +855,8 @@ bool FormatMapV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) {
 // string() of a bytes value, or cel-go's text for a %s of invalid UTF-8.
 bool BytesAsString(const Val& v, std::string* out, std::string* err) {
   if (!Utf8Valid(v.str())) {
-    *err = "could not convert argument \"invalid UTF-8 in bytes, cannot convert to string\" to string";
+    *err = "could not convert argument \"invalid UTF-8 in bytes, cannot convert to string\" to "
+           "string";
     return false;
   }
   *out += std::string(v.str());
@@ -920,8 +921,9 @@ bool FormatStringV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) 
     case VK::kType: *out += std::string(v.str()); return true;
     case VK::kNull: *out += "null"; return true;
     default:
-      *err = "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
-             "durations, and timestamps, was given " + std::string(TypeNameOf(v));
+      *err = "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, "
+             "types, durations, and timestamps, was given " +
+             std::string(TypeNameOf(v));
       return false;
   }
 }
@@ -1088,10 +1090,13 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
           // ext.Strings version 2's texts (Kubernetes); the cel-spec mode keeps the older ones.
           const std::string given = ", was given " + std::string(TypeNameOf(v));
           if (ctx.strict_format && verb == 'o') {
-            return ctx.Error("error during formatting: octal clause can only be used on integers" + given);
+            return ctx.Error("error during formatting: octal clause can only be used on integers" +
+                             given);
           }
           if (ctx.strict_format && verb == 'b') {
-            return ctx.Error("error during formatting: only integers and bools can be formatted as binary" + given);
+            return ctx.Error(
+                "error during formatting: only integers and bools can be formatted as binary" +
+                given);
           }
           return ctx.Error("error during formatting: only integers" +
                            std::string(verb == 'x' || verb == 'X' ? ", byte buffers, and strings" : "") +
@@ -1194,7 +1199,8 @@ std::string SortIndices(const Val& keys, std::vector<uint32_t>* idx) {
   if (keys.n > 0) {
     const VK first = keys.l->data[0].kind;
     if (first != VK::kInt && first != VK::kUint && first != VK::kDouble && first != VK::kString &&
-        first != VK::kBytes && first != VK::kBool && first != VK::kTimestamp && first != VK::kDuration) {
+        first != VK::kBytes && first != VK::kBool && first != VK::kTimestamp &&
+        first != VK::kDuration) {
       return "list elements must be comparable";
     }
     for (uint32_t i = 1; i < keys.n; ++i) {

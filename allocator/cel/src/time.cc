@@ -127,7 +127,8 @@ Val MakeTimestamp(Ctx& ctx, int64_t seconds, int64_t nanos) {
 constexpr Int128 kNanosPerSecond = 1'000'000'000;
 constexpr Int128 kMaxGoDurationNanos = INT64_MAX;
 constexpr Int128 kMinGoDurationNanos = INT64_MIN;
-constexpr Int128 kMaxProtoDurationNanos = static_cast<Int128>(315'576'000'000) * kNanosPerSecond + 999'999'999;
+constexpr Int128 kMaxProtoDurationNanos =
+    static_cast<Int128>(315'576'000'000) * kNanosPerSecond + 999'999'999;
 
 Int128 TotalNanos(const Val& v) { return static_cast<Int128>(v.i) * kNanosPerSecond + v.n; }
 
@@ -136,7 +137,9 @@ Val MakeDuration(Ctx& ctx, Int128 nanos) {
   if (ctx.go_durations && (nanos > kMaxGoDurationNanos || nanos < kMinGoDurationNanos)) {
     return ctx.Error("integer overflow");
   }
-  if (nanos > kMaxProtoDurationNanos || nanos < -kMaxProtoDurationNanos) return ctx.Error("duration out of range");
+  if (nanos > kMaxProtoDurationNanos || nanos < -kMaxProtoDurationNanos) {
+    return ctx.Error("duration out of range");
+  }
   Int128 secs = nanos / kNanosPerSecond;
   Int128 rem = nanos % kNanosPerSecond;
   if (rem < 0) {
@@ -299,7 +302,8 @@ bool Zone(std::string_view name, absl::TimeZone* tz, std::optional<int64_t>* off
     const uint64_t h = static_cast<uint64_t>(hours) * 60;
     const uint64_t m = static_cast<uint64_t>(minutes);
     const auto total_minutes = static_cast<int64_t>(name[0] == '-' ? h - m : h + m);
-    const auto nanos = static_cast<int64_t>(static_cast<uint64_t>(total_minutes) * 60'000'000'000ULL);
+    const auto nanos =
+        static_cast<int64_t>(static_cast<uint64_t>(total_minutes) * 60'000'000'000ULL);
     *offset = nanos / 1'000'000'000;
     return true;
   }
@@ -318,10 +322,8 @@ bool Zone(std::string_view name, absl::TimeZone* tz, std::optional<int64_t>* off
   // A file that is not zoneinfo data (zone.tab) is Go's "malformed time zone information".
   const char* dir = std::getenv("TZDIR");
   struct stat st;
-  if (name != "UTC0" &&
-      stat(((dir != nullptr && *dir != '\0' ? std::string(dir) : "/usr/share/zoneinfo") + "/" + file).c_str(),
-           &st) == 0 &&
-      S_ISREG(st.st_mode)) {
+  const std::string zoneinfo = dir != nullptr && *dir != '\0' ? dir : "/usr/share/zoneinfo";
+  if (name != "UTC0" && stat((zoneinfo + "/" + file).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     *error = "malformed time zone information";
   } else {
     *error = "unknown time zone " + std::string(name);
@@ -351,11 +353,14 @@ Val Get(Ctx& ctx, const Val* a, uint32_t n) {
   absl::TimeZone tz;
   std::optional<int64_t> offset;
   std::string error;
-  if (!Zone(n == 2 ? a[1].str() : std::string_view(), &tz, &offset, &error)) return ctx.Error(error);
+  if (!Zone(n == 2 ? a[1].str() : std::string_view(), &tz, &offset, &error)) {
+    return ctx.Error(error);
+  }
   const absl::Time t = absl::FromUnixSeconds(a[0].i) + absl::Nanoseconds(a[0].n);
   // A fixed offset of any size (Go's FixedZone has no bounds; absl's is limited to a day).
-  const absl::CivilSecond cs = offset ? absl::ToCivilSecond(t + absl::Seconds(*offset), absl::UTCTimeZone())
-                                      : absl::ToCivilSecond(t, tz);
+  const absl::CivilSecond cs =
+      offset ? absl::ToCivilSecond(t + absl::Seconds(*offset), absl::UTCTimeZone())
+             : absl::ToCivilSecond(t, tz);
   switch (kPart) {
     case Part::kFullYear: return Val::Int(cs.year());
     case Part::kMonth: return Val::Int(cs.month() - 1);
@@ -379,8 +384,8 @@ Val Get(Ctx& ctx, const Val* a, uint32_t n) {
 }  // namespace
 
 std::string FormatTimestamp(int64_t seconds, uint32_t nanos, int tz_minutes) {
-  const absl::CivilSecond cs =
-      absl::ToCivilSecond(absl::FromUnixSeconds(seconds) + absl::Minutes(tz_minutes), absl::UTCTimeZone());
+  const absl::CivilSecond cs = absl::ToCivilSecond(
+      absl::FromUnixSeconds(seconds) + absl::Minutes(tz_minutes), absl::UTCTimeZone());
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d", static_cast<int>(cs.year()), cs.month(),
                 cs.day(), cs.hour(), cs.minute(), cs.second());
@@ -424,7 +429,9 @@ int64_t DurationNanosSaturated(const Val& v, bool* overflow) {
 Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract) {
   if (x.kind == VK::kTimestamp && y.kind == VK::kDuration) {
     // cel-go subtracts by adding the negated duration: the smallest one cannot be negated.
-    if (ctx.go_durations && subtract && TotalNanos(y) == kMinGoDurationNanos) return ctx.Error("integer overflow");
+    if (ctx.go_durations && subtract && TotalNanos(y) == kMinGoDurationNanos) {
+      return ctx.Error("integer overflow");
+    }
     const Int128 t = TotalNanos(x) + (subtract ? -TotalNanos(y) : TotalNanos(y));
     Int128 secs = t / kNanosPerSecond;
     Int128 rem = t % kNanosPerSecond;

@@ -279,7 +279,9 @@ EqualResult EqualTri(const Val& a, const Val& b, bool null_check) {
     case VK::kList:
       if (b.kind != VK::kList || a.n != b.n) return EqualResult::kFalse;
       for (uint32_t i = 0; i < a.n; ++i) {
-        if (EqualTri(a.l->data[i], b.l->data[i], true) == EqualResult::kFalse) return EqualResult::kFalse;
+        if (EqualTri(a.l->data[i], b.l->data[i], true) == EqualResult::kFalse) {
+          return EqualResult::kFalse;
+        }
       }
       return EqualResult::kTrue;
     case VK::kOptional:

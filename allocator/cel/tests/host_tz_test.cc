@@ -36,8 +36,11 @@ TEST(HostTimeZone, ResultsDoNotFollowTheProcessZone) {
            R"(timestamp("2020-01-01T23:30:00Z").getDate() == 1)",
            R"(string(timestamp("2020-01-01T10:00:00+00:00")) == "2020-01-01T10:00:00Z")",
            R"(string(timestamp(1577872800)) == "2020-01-01T10:00:00Z")",
-           R"(!(timestamp("2020-01-01T10:00:00-03:30") in {timestamp("2020-01-01T10:00:00-03:30"): 1}))",
-           R"(timestamp("2020-01-01T10:00:00+00:00") in {timestamp("2020-01-01T10:00:00+00:00"): 1})",
+           // Go's time.Parse gives -03:30 a zone of its own, +00:00 time.Local (UTC there).
+           R"(!(timestamp("2020-01-01T10:00:00-03:30") in )"
+           R"({timestamp("2020-01-01T10:00:00-03:30"): 1}))",
+           R"(timestamp("2020-01-01T10:00:00+00:00") in )"
+           R"({timestamp("2020-01-01T10:00:00+00:00"): 1})",
        }) {
     SCOPED_TRACE(expr);
     ASSERT_OK_AND_ASSIGN(Program program, dra::CompileSelector(expr));

@@ -1362,9 +1362,9 @@ class Planner {
     const bool optional_operand = op.type.kind() == Type::Kind::kOptional;
     const Type& t = optional_operand ? op.type.param0() : op.type;
     auto no_overload = [&] {
-      Error(e.offset, std::string("found no matching overload for '") + (optional ? "_[?_]" : "_[_]") +
-                          "' applied to '(" + IndexOperandName(op.type) + ", " + ArgTypeName(k.type) +
-                          ")'");
+      Error(e.offset, std::string("found no matching overload for '") +
+                          (optional ? "_[?_]" : "_[_]") + "' applied to '(" +
+                          IndexOperandName(op.type) + ", " + ArgTypeName(k.type) + ")'");
     };
     Type elem = Type::Dyn();
     bool typed_optional = false;  // the result is optional_type(elem) whatever `optional` says
@@ -1376,7 +1376,8 @@ class Planner {
       elem = t.param1();
       typed_optional = optional_operand;
       if (options_.type_check && !Assignable(t.param0(), k.type)) no_overload();
-    } else if (options_.type_check && !t.is_dyn() && (optional_operand || t.kind() != Type::Kind::kNull)) {
+    } else if (options_.type_check && !t.is_dyn() &&
+               (optional_operand || t.kind() != Type::Kind::kNull)) {
       no_overload();
     }
     // cel-go turns a constant key into an attribute qualifier when it plans the program; a key
@@ -1604,7 +1605,9 @@ class Planner {
   }
   // An index operand as cel-go's overload error spells it (a map's null key or value is "null").
   static std::string IndexOperandName(const Type& t) {
-    if (t.kind() == Type::Kind::kOptional) return "optional_type(" + IndexOperandName(t.param0()) + ")";
+    if (t.kind() == Type::Kind::kOptional) {
+      return "optional_type(" + IndexOperandName(t.param0()) + ")";
+    }
     if (t.kind() != Type::Kind::kMap) return ArgTypeName(t);
     return "map(" + ArgTypeName(t.param0()) + ", " + ArgTypeName(t.param1()) + ")";
   }
@@ -1661,7 +1664,8 @@ class Planner {
     // ext.Lists' sort() has one overload per comparable element type (and sortBy's
     // @sortByAssociatedKeys one per key type): int, uint, double, string, bytes, bool, timestamp,
     // duration (null passes as a timestamp or duration).
-    if ((name == "sort" && args.size() == 1) || (name == "@sortByAssociatedKeys" && args.size() == 2)) {
+    if ((name == "sort" && args.size() == 1) ||
+        (name == "@sortByAssociatedKeys" && args.size() == 2)) {
       const Type& keys = args.back().type;
       if (keys.kind() == Type::Kind::kList) {
         switch (keys.param0().kind()) {
@@ -1952,7 +1956,9 @@ class Planner {
     }
     // One overload each, list(T) -> list(T): a dyn receiver gives list(dyn) (so a selector ending
     // in .distinct() is "must evaluate to bool", not a dyn result).
-    if ((n == "slice" || n == "distinct" || n == "reverse") && a.is_dyn()) return Type::List(Type::Dyn());
+    if ((n == "slice" || n == "distinct" || n == "reverse") && a.is_dyn()) {
+      return Type::List(Type::Dyn());
+    }
     if (n == "cel.@mapInsert") return a.kind() == Type::Kind::kMap ? a : Type::Map(Type::Dyn(), Type::Dyn());
     return Type::Dyn();
   }
@@ -2088,8 +2094,9 @@ class Planner {
           if (strict && next - 1 < list.args.size()) {
             if (const Expr* bad = UnformattableForString(*list.args[next - 1])) {
               ValidatorError(bad->offset,
-                             "error during formatting: string clause can only be used on strings, bools, "
-                             "bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given " +
+                             "error during formatting: string clause can only be used on strings, "
+                             "bools, bytes, ints, doubles, maps, lists, types, durations, and "
+                             "timestamps, was given " +
                                  (IsOptionalNone(*bad) ? std::string("optional_type")
                                                        : CelGoTypeName(checked_.types[bad])));
             }
@@ -2349,7 +2356,9 @@ class Planner {
           }
         } else if (s->args.size() == 2) {
           auto m = checked_.types.find(s->args[1].get());
-          if (m != checked_.types.end() && m->second.kind() == Type::Kind::kMap) accu_type = m->second;
+          if (m != checked_.types.end() && m->second.kind() == Type::Kind::kMap) {
+            accu_type = m->second;
+          }
         }
       }
     }

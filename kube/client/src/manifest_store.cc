@@ -1,4 +1,5 @@
 // ManifestStore: the ObjectStore of standalone mode over a directory of manifests.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -291,26 +293,43 @@ absl::StatusOr<std::unique_ptr<ManifestStore>> ManifestStore::Open(ManifestStore
   return std::unique_ptr<ManifestStore>(new ManifestStore(std::move(options)));
 }
 
-absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code type_ec;
-    if (!it->is_regular_file(type_ec)) continue;
-    std::string name = it->path().filename().string();
-    if (IsManifestName(name)) files.push_back(it->path().string());
+absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan(
+    const std::function<bool(const Object&)>& want) {
+  // One open directory and fstatat() by name: a stat of the full path walked every component
+  // of the directory's path again, for every file, on every Get.
+  DIR* dir = ::opendir(options_.dir.c_str());
+  if (dir == nullptr) {
+    return Unavailable("cannot read manifest directory " + options_.dir + ": " +
+                       std::strerror(errno));
   }
-  if (ec) return Unavailable("cannot read manifest directory " + options_.dir + ": " + ec.message());
-  std::sort(files.begin(), files.end());
+  std::vector<std::pair<std::string, struct stat>> files;  // path, stat; sorted below
+  for (;;) {
+    errno = 0;
+    const struct dirent* d = ::readdir(dir);
+    if (d == nullptr) {
+      const int error = errno;
+      if (error == 0) break;
+      ::closedir(dir);
+      return Unavailable("cannot read manifest directory " + options_.dir + ": " +
+                         std::strerror(error));
+    }
+    const std::string name = d->d_name;
+    if (!IsManifestName(name)) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), d->d_name, &st, 0) != 0) continue;  // removed since: gone
+    if (!S_ISREG(st.st_mode)) continue;
+    files.emplace_back(options_.dir + "/" + name, st);
+  }
+  ::closedir(dir);
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   std::vector<Entry> entries;
   std::vector<std::string> errors;
   std::map<std::string, std::shared_ptr<const Cache::File>> seen;
-  for (const std::string& file : files) {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0) continue;  // Removed since the listing: gone.
+  for (const auto& [file, st] : files) {
     Cache::Identity identity{st.st_dev,
                              st.st_ino,
                              st.st_size,
@@ -326,7 +345,9 @@ absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan() {
       auto cached = cache_->files.find(file);
       if (settled && cached != cache_->files.end() && cached->second->identity == identity) {
         const Cache::File& hit = *cached->second;
-        entries.insert(entries.end(), hit.entries.begin(), hit.entries.end());
+        for (const Entry& entry : hit.entries) {
+          if (!want || want(entry.object)) entries.push_back(entry);
+        }
         errors.insert(errors.end(), hit.errors.begin(), hit.errors.end());
         seen.emplace(file, cached->second);
         continue;
@@ -359,7 +380,9 @@ absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan() {
         decoded.entries.push_back(Entry{file, static_cast<int>(objects->size()), std::move(object)});
       }
     }
-    entries.insert(entries.end(), decoded.entries.begin(), decoded.entries.end());
+    for (const Entry& entry : decoded.entries) {
+      if (!want || want(entry.object)) entries.push_back(entry);
+    }
     errors.insert(errors.end(), decoded.errors.begin(), decoded.errors.end());
     seen.emplace(file, std::move(fresh));
   }
@@ -391,7 +414,11 @@ absl::StatusOr<Object> ManifestStore::Get(Kind kind, const ObjectKey& key) {
   ObjectKey wanted = key;
   if (IsNamespaced(kind) && wanted.namespace_name.empty()) wanted.namespace_name = "default";
   if (!IsNamespaced(kind)) wanted.namespace_name.clear();
-  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  // Only the wanted object is copied out of the cache (a claim fetch on a node with many
+  // manifests copied every object).
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan([&](const Object& object) {
+                            return KindOfObject(object) == kind && KeyOf(object) == wanted;
+                          }));
   for (Entry& entry : entries) {
     if (KindOfObject(entry.object) == kind && KeyOf(entry.object) == wanted) {
       return std::move(entry.object);
@@ -401,7 +428,9 @@ absl::StatusOr<Object> ManifestStore::Get(Kind kind, const ObjectKey& key) {
 }
 
 absl::StatusOr<std::vector<Object>> ManifestStore::List(Kind kind, const ListOptions& options) {
-  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan());
+  DEVLET_ASSIGN_OR_RETURN(std::vector<Entry> entries, Scan([&](const Object& object) {
+                            return KindOfObject(object) == kind;
+                          }));
   std::map<ObjectKey, Object> out;  // the first definition of a key wins
   for (Entry& entry : entries) {
     if (KindOfObject(entry.object) != kind || !Matches(entry.object, options)) continue;

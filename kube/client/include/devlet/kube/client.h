@@ -216,7 +216,9 @@ class ManifestStore final : public ObjectStore {
 
  private:
   explicit ManifestStore(ManifestStoreOptions options);
-  absl::StatusOr<std::vector<Entry>> Scan();
+  // Scan re-reads the directory (decoding only changed files) and returns the entries `want`
+  // accepts (all when it is empty), in file order.
+  absl::StatusOr<std::vector<Entry>> Scan(const std::function<bool(const Object&)>& want = {});
   absl::StatusOr<Object> Replace(const Object& object, bool status_only);
 
   struct Cache;  // decoded files by path (implementation detail)

@@ -1250,17 +1250,21 @@ class Planner {
       Planned t = Plan(*e.args[1]);
       Planned f = Plan(*e.args[2]);
       Planned p;
-      p.type = t.type == f.type ? t.type : Type::Dyn();
-      // cel-go unifies any two type values, keeping the later one: `c ? int : string` is
-      // type(string).
-      if (t.type.kind() == Type::Kind::kType && f.type.kind() == Type::Kind::kType) p.type = f.type;
-      if (t.type.kind() == Type::Kind::kNull) p.type = f.type;
-      if (f.type.kind() == Type::Kind::kNull) p.type = t.type;
-      // A literal optional.none() is optional_type(T), T free: it takes the other branch's optional
-      // type (optMap's expansion ends in `: optional.none()`).
-      if (IsOptionalNone(*e.args[2]) && t.type.kind() == Type::Kind::kOptional) p.type = t.type;
-      if (IsOptionalNone(*e.args[1]) && f.type.kind() == Type::Kind::kOptional) p.type = f.type;
-      CheckBoolOperand(c, e.args[0]->offset, fn);
+      // cel-go checks the conditional as the overload _?_:_(bool, A, A) -> A: the condition must
+      // be bool (or dyn), and the false branch must be assignable to what the true branch bound A
+      // to. A failure names the whole call at the '?', with all three argument types.
+      const bool cond_ok = c.type.kind() == Type::Kind::kBool || c.type.is_dyn();
+      bool branches_ok = true;
+      p.type = UnifyBranches(*e.args[1], t.type, *e.args[2], f.type, &branches_ok);
+      if (options_.type_check && (!cond_ok || !branches_ok)) {
+        std::vector<Planned> sig(3);
+        sig[0].type = c.type;
+        sig[1].type = t.type;
+        sig[2].type = f.type;
+        Error(e.offset,
+              "found no matching overload for '_?_:_' applied to '" + ArgTypes(sig) + "'");
+        p.type = Type::Dyn();
+      }
       p.node = std::make_unique<CondNode>(e.offset, std::move(c.node), std::move(t.node), std::move(f.node));
       return FoldIfConst(std::move(p), e.offset);
     }
@@ -1983,6 +1987,55 @@ class Planner {
 
   // `optional.none()` as written: cel-go types it optional_type(T) with a free T, which any
   // element type satisfies, so an optional entry of it does not take part in the literal's type.
+  // A literal whose type has a free type parameter in cel-go: `[]` is list(T), `{}` map(K, V),
+  // optional.none() optional_type(T). Unification binds the parameter to the other side's.
+  // Returns false for other expressions; *kind is the literal's type kind.
+  static bool HasFreeParams(const Expr& x, Type::Kind* kind) {
+    if (x.kind == Expr::Kind::kList || x.kind == Expr::Kind::kMap) {
+      *kind = x.kind == Expr::Kind::kList ? Type::Kind::kList : Type::Kind::kMap;
+      return x.args.empty();
+    }
+    *kind = Type::Kind::kOptional;
+    return IsOptionalNone(x);
+  }
+  // cel-go's isEqualOrLessSpecific (checker/types.go): whether `a` is dyn or no more specific
+  // than `b`, which decides the type a unified type parameter keeps.
+  static bool EqualOrLessSpecific(const Type& a, const Type& b) {
+    if (a.is_dyn()) return true;
+    if (b.is_dyn() || a.kind() != b.kind()) return false;
+    switch (a.kind()) {
+      case Type::Kind::kList:
+      case Type::Kind::kOptional: return EqualOrLessSpecific(a.param0(), b.param0());
+      case Type::Kind::kMap:
+        return EqualOrLessSpecific(a.param0(), b.param0()) &&
+               EqualOrLessSpecific(a.param1(), b.param1());
+      default: return true;  // equal kinds: the same type, or two type values (kType)
+    }
+  }
+  // The type of `c ? t : f` as cel-go binds A in _?_:_(bool, A, A): A is first the true branch's
+  // type; the false branch must be assignable to it, and A becomes the more general of the two,
+  // the false branch's on a tie (`c ? int : string` is type(string), `c ? null : semver(x)` null).
+  // A branch whose literal type has a free parameter (`[]`, `{}`, optional.none()) takes the other
+  // branch's type of the same kind. Sets *ok to false where cel-go finds no matching overload.
+  static Type UnifyBranches(const Expr& te, const Type& t, const Expr& fe, const Type& f,
+                            bool* ok) {
+    Type::Kind kind;
+    if (HasFreeParams(fe, &kind) && t.kind() == kind) return t;
+    if (HasFreeParams(te, &kind) && f.kind() == kind) return f;
+    // The planner types optional.none() as dyn; cel-go's optional_type(T) ends as
+    // optional_type(dyn) beside a type that does not bind T.
+    const Type tt = OptionalNoneType(te, t);
+    const Type ft = OptionalNoneType(fe, f);
+    if (!Assignable(ft, tt)) {
+      *ok = false;
+      return Type::Dyn();
+    }
+    return EqualOrLessSpecific(ft, tt) ? ft : tt;
+  }
+  static Type OptionalNoneType(const Expr& x, const Type& planned) {
+    return IsOptionalNone(x) && planned.is_dyn() ? Type::Optional(Type::Dyn()) : planned;
+  }
+
   static bool IsOptionalNone(const Expr& x) {
     if (x.kind != Expr::Kind::kCall || !x.args.empty()) return false;
     if (x.operand == nullptr) return x.name == "optional.none";

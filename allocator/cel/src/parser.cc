@@ -899,6 +899,8 @@ class Parser {
           Error(offset, "reserved identifier: " + name);
           return Dummy();
         }
+        // cel-go locates a leading-dot name at the name itself, after its dot.
+        const int32_t name_offset = tok_.offset;
         Advance();
         if (root) name = "." + name;
         if (tok_.kind == Tok::kLParen) {
@@ -908,7 +910,7 @@ class Parser {
           if (failed_) return Dummy();
           return MakeCall(std::move(name), std::move(args), open, nullptr);
         }
-        return Ident(std::move(name), offset);
+        return Ident(std::move(name), name_offset);
       }
       case Tok::kEof:
         SyntaxError(offset, "mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', "

@@ -1008,7 +1008,8 @@ class Planner {
       return p;
     }
     if (options_.type_check) {
-      Error(e.offset, "undeclared reference to '" + name + "' (in container '')");
+      // cel-go names the reference as written, leading dot included.
+      Error(e.offset, "undeclared reference to '" + e.name + "' (in container '')");
       return Dummy(e);
     }
     return PlanVariable(e.offset, name, Type::Dyn());
@@ -1233,6 +1234,16 @@ class Planner {
           checked_.global_calls[&e] = qualified;
           return PlanFunction(e, qualified, /*member=*/false, nullptr);
         }
+      }
+    }
+    // A leading dot names a global function: cel-go resolves `.f(x)` as f(x) (macros are not
+    // expanded for it; the parser keeps the dot). An unknown `.f` stays undeclared as '.f'.
+    if (!e.operand && fn.size() > 1 && fn[0] == '.') {
+      const std::string global = fn.substr(1);
+      if (FindFunction(global, false, options_.libraries) != nullptr ||
+          FindFunction(global, true, options_.libraries) != nullptr) {
+        checked_.global_calls[&e] = global;
+        return PlanFunction(e, global, /*member=*/false, nullptr);
       }
     }
     if (fn == "_&&_" || fn == "_||_") {

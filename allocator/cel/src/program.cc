@@ -875,8 +875,24 @@ class Planner {
     return p;
   }
 
-  // Check errors, else validator errors, else "".
-  const std::string& errors() const { return errors_.empty() ? validator_errors_ : errors_; }
+  // Check errors, else validator errors, else "". As cel-go's Errors.ToDisplayString: the first
+  // 100 check errors reported, sorted by position (stable: one position keeps the check order),
+  // then "N more errors were truncated".
+  const std::string& errors() {
+    if (errors_.empty()) return validator_errors_;
+    if (!errors_text_.empty()) return errors_text_;
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const CheckError& a, const CheckError& b) { return a.offset < b.offset; });
+    for (const CheckError& error : errors_) {
+      if (!errors_text_.empty()) errors_text_ += "\n";
+      errors_text_ += error.text;
+    }
+    if (error_count_ > kMaxErrors) {
+      errors_text_ +=
+          "\n" + std::to_string(error_count_ - kMaxErrors) + " more errors were truncated";
+    }
+    return errors_text_;
+  }
   const CheckedInfo& checked() const { return checked_; }
   // The first constant conversion that failed (cel-go's "program instantiation failed: ..."), or
   // "" (see EnvironmentOptions::constant_conversion_errors_at_compile_time).
@@ -885,8 +901,10 @@ class Planner {
 
  private:
   void Error(int32_t offset, std::string_view message) {
-    if (!errors_.empty()) errors_ += "\n";
-    errors_ += FormatError(source_, offset, message);
+    if (++error_count_ > kMaxErrors) return;
+    // Sorted by the position FormatError prints (it clamps the offset into the source).
+    const int32_t clamped = std::clamp<int32_t>(offset, 0, static_cast<int32_t>(source_.size()));
+    errors_.push_back({clamped, FormatError(source_, offset, message)});
   }
   // Errors of cel-go's AST validators (homogeneous literals, format(), regex literals): cel-go
   // runs them only after a successful check, so they are reported only without check errors.
@@ -2442,7 +2460,15 @@ class Planner {
   std::string_view source_;
   const EnvironmentOptions& options_;
   ProgramImpl& program_;
-  std::string errors_;
+  // cel-go keeps the first 100 errors reported (common/errors.go) and counts the rest.
+  static constexpr size_t kMaxErrors = 100;
+  struct CheckError {
+    int32_t offset;
+    std::string text;
+  };
+  std::vector<CheckError> errors_;
+  size_t error_count_ = 0;
+  std::string errors_text_;  // errors_ as errors() formats them
   std::string validator_errors_;
   CheckedInfo checked_;
   std::string instantiation_error_;

@@ -929,8 +929,10 @@ class Planner {
     return Dummy(e);
   }
 
-  Planned Dummy(const Expr& e) {
+  // The placeholder of a subexpression that failed to check, typed as cel-go types it.
+  Planned Dummy(const Expr& e, Type type = Type::Error()) {
     Planned p;
+    p.type = std::move(type);
     p.node = std::make_unique<ConstNode>(e.offset, Val(), 0);
     return p;
   }
@@ -1292,7 +1294,7 @@ class Planner {
         sig[2].type = f.type;
         Error(e.offset,
               "found no matching overload for '_?_:_' applied to '" + ArgTypes(sig) + "'");
-        p.type = Type::Dyn();
+        p.type = Type::Error();
       }
       p.node = std::make_unique<CondNode>(e.offset, std::move(c.node), std::move(t.node), std::move(f.node));
       return FoldIfConst(std::move(p), e.offset);
@@ -1356,7 +1358,10 @@ class Planner {
         } else if (instantiation_error_.empty()) {
           instantiation_error_ = error;
         }
-        return Dummy(e);
+        // cel-go's check passed: the call keeps its declared result type.
+        return Dummy(e, e.name == "matches" ? Type::Bool()
+                        : e.name == "find"  ? Type::String()
+                                            : Type::List(Type::String()));
       }
       return PlanFunction(e, e.name, e.operand != nullptr, e.operand.get());
     }

@@ -389,7 +389,7 @@ const Type& Type::param1() const {
 }
 std::string Type::DebugString() const {
   switch (kind_) {
-    case Kind::kDyn: return "dyn";
+    case Kind::kDyn: return error_ ? "!error!" : "dyn";
     case Kind::kNull: return "null_type";
     case Kind::kBool: return "bool";
     case Kind::kInt: return "int";
@@ -418,7 +418,7 @@ std::string Type::DebugString() const {
   return "dyn";
 }
 bool operator==(const Type& a, const Type& b) {
-  if (a.kind_ != b.kind_) return false;
+  if (a.kind_ != b.kind_ || a.error_ != b.error_) return false;
   switch (a.kind_) {
     case Type::Kind::kList:
     case Type::Kind::kOptional:

@@ -46,6 +46,13 @@ class Type {
   // The default type is dyn.
   Type() = default;
   static Type Dyn() { return Type(Kind::kDyn); }
+  // The type the checker gives a subexpression that failed to check (cel-go's error type): it
+  // behaves as dyn everywhere (its kind() is kDyn) and is spelled "!error!" in later error texts.
+  static Type Error() {
+    Type t(Kind::kDyn);
+    t.error_ = true;
+    return t;
+  }
   static Type Null() { return Type(Kind::kNull); }
   static Type Bool() { return Type(Kind::kBool); }
   static Type Int() { return Type(Kind::kInt); }
@@ -71,6 +78,8 @@ class Type {
 
   Kind kind() const { return kind_; }
   bool is_dyn() const { return kind_ == Kind::kDyn; }
+  // Whether this is Error() (then is_dyn() too).
+  bool is_error() const { return error_; }
   // Type parameters: the element of a list or optional, the key of a map (dyn otherwise).
   const Type& param0() const;
   // The value type of a map (dyn otherwise).
@@ -85,6 +94,7 @@ class Type {
  private:
   explicit Type(Kind kind) : kind_(kind) {}
   Kind kind_ = Kind::kDyn;
+  bool error_ = false;  // Error(), with kind_ kDyn
   std::shared_ptr<const std::vector<Type>> params_;
 };
 

@@ -999,6 +999,7 @@ class Parser {
           return nullptr;
         }
         args[0]->test_only = true;
+        args[0]->offset = offset;  // cel-go locates the presence test at has's '('
         return std::move(args[0]);
       }
       return nullptr;

@@ -1091,6 +1091,7 @@ class Planner {
       case Planned::Dra::kDevice: {
         if (!IsDeviceField(field)) {
           Error(offset, "undefined field '" + field + "'");
+          p.type = Type::Error();
           p.node = std::make_unique<ConstNode>(offset, Val(), 0);
           return p;
         }
@@ -1119,16 +1120,51 @@ class Planner {
       default:
         break;
     }
-    const Type& t = op.type;
-    if (t.kind() == Type::Kind::kMap) {
-      p.type = t.param1();
-    } else if (t.kind() == Type::Kind::kDyn || t.kind() == Type::Kind::kOptional) {
-      p.type = t.kind() == Type::Kind::kOptional ? Type::Optional(Type::Dyn()) : Type::Dyn();
-    } else if (options_.type_check) {
-      Error(offset, "type '" + t.DebugString() + "' does not support field selection");
-    }
+    p.type = SelectFieldType(offset, op.type, field, /*optional_select=*/false);
     p.node = std::make_unique<SelectNode>(offset, std::move(op.node), field);
     return p;
+  }
+
+  // cel-go's checkSelectField: the type of `operand.field` (`operand.?field` when
+  // optional_select), reporting what cel-go's checker reports. An optional operand is unwrapped
+  // and the result wrapped again. Kubernetes declares Quantity, Semver, URL and NamedFormat as
+  // object types its type provider cannot resolve ('unexpected failed resolution'); other types
+  // without fields do not support field selection (the result is then dyn, not an error).
+  Type SelectFieldType(int32_t offset, const Type& operand, const std::string& field,
+                       bool optional_select) {
+    const bool opt = operand.kind() == Type::Kind::kOptional;
+    const Type target = opt ? operand.param0() : operand;
+    Type result = Type::Error();
+    switch (target.kind()) {
+      case Type::Kind::kMap: result = target.param1(); break;
+      case Type::Kind::kDraDevice:
+        if (!IsDeviceField(field)) {
+          if (options_.type_check) Error(offset, "undefined field '" + field + "'");
+        } else if (field == "driver") {
+          result = Type::String();
+        } else if (field == "allowMultipleAllocations") {
+          result = Type::Bool();
+        } else {
+          result = Type::Map(Type::String(), Type::Map(Type::String(), field == "capacity"
+                                                                           ? Type::Quantity()
+                                                                           : Type::Dyn()));
+        }
+        break;
+      case Type::Kind::kQuantity:
+      case Type::Kind::kSemver:
+      case Type::Kind::kURL:
+      case Type::Kind::kFormat:
+        if (options_.type_check) {
+          Error(offset, "unexpected failed resolution of '" + target.DebugString() + "'");
+        }
+        break;
+      default:
+        if (!target.is_dyn() && options_.type_check) {
+          Error(offset, "type '" + ArgTypeName(target) + "' does not support field selection");
+        }
+        result = Type::Dyn();
+    }
+    return opt || optional_select ? Type::Optional(result) : result;
   }
 
   // device.attributes[domain] with a constant domain -> DomainNode.
@@ -1179,10 +1215,7 @@ class Planner {
       Planned op = Plan(*e.operand);
       Planned p;
       p.type = Type::Bool();
-      if (op.type.kind() == Type::Kind::kDraDevice && options_.type_check &&
-          !IsDeviceField(e.name)) {
-        Error(e.offset, "undefined field '" + e.name + "'");
-      }
+      SelectFieldType(e.offset, op.type, e.name, /*optional_select=*/false);
       p.node = std::make_unique<HasNode>(e.offset, std::move(op.node), e.name);
       return p;
     }
@@ -1310,8 +1343,7 @@ class Planner {
     if (fn == "_?._") {
       Planned op = Plan(*e.args[0]);
       Planned p;
-      p.type = Type::Optional(Type::Dyn());
-      if (op.type.kind() == Type::Kind::kMap) p.type = Type::Optional(op.type.param1());
+      p.type = SelectFieldType(e.offset, op.type, e.args[1]->constant.s, /*optional_select=*/true);
       p.node = std::make_unique<OptSelectNode>(e.offset, std::move(op.node), e.args[1]->constant.s);
       return p;
     }

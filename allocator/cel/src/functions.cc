@@ -552,6 +552,16 @@ Val OptOrValue(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kOptional) NO_OVERLOAD("orValue");
   return a[0].opt ? *a[0].opt : a[1];
 }
+// list.first() / list.last(): cel-go's optional library (version 2, which Kubernetes'
+// OptionalTypes() enables): the element as optional.of(e), optional.none() for an empty list.
+Val ListFirst(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("first");
+  return a[0].n == 0 ? Val::Opt(nullptr) : ctx.Optional(a[0].l->data[0]);
+}
+Val ListLast(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("last");
+  return a[0].n == 0 ? Val::Opt(nullptr) : ctx.Optional(a[0].l->data[a[0].n - 1]);
+}
 
 // ---- Strings extension (v2) ----------------------------------------------------------------
 
@@ -1416,6 +1426,8 @@ std::vector<FunctionDef> StandardFunctions() {
       {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
       {"or", OptOr, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
       {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
+      {"first", ListFirst, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"last", ListLast, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
       // Strings v2.
       {"charAt", CharAt, false, true, kStringsLibrary, nullptr, K::kString, 2, 2},
       {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost, K::kInt, 2, 3},

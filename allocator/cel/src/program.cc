@@ -1960,6 +1960,8 @@ class Planner {
         {"getMilliseconds", {{"Z", TK::kInt}, {"Zs", TK::kInt}, {"D", TK::kInt}}},
         {"hasValue", {{"O", TK::kBool}}},
         {"value", {{"O", TK::kDyn}}},
+        {"first", {{"L", TK::kDyn}}},
+        {"last", {{"L", TK::kDyn}}},
     };
     auto it = table->find(name);
     return it == table->end() ? nullptr : &it->second;
@@ -2015,6 +2017,9 @@ class Planner {
     if (n == "optional.of" || n == "optional.ofNonZeroValue") return Type::Optional(a);
     if (n == "optional.none") return Type::Optional(Type::Dyn());
     if (n == "value" && a.kind() == Type::Kind::kOptional) return a.param0();
+    if (n == "first" || n == "last") {
+      return Type::Optional(a.kind() == Type::Kind::kList ? a.param0() : Type::Dyn());
+    }
     if ((n == "min" || n == "max" || n == "sum") && a.kind() == Type::Kind::kList) return a.param0();
     // sort() has one overload per comparable element type (list(int) -> list(int), ...): a
     // list(dyn) matches them all, and cel-go types a call whose candidates differ in result as

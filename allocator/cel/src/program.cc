@@ -1304,8 +1304,8 @@ class Planner {
       Planned b = Plan(*e.args[1]);
       Planned p;
       p.type = Type::Bool();
-      CheckBoolOperand(a, e.args[0]->offset, fn);
-      CheckBoolOperand(b, e.args[1]->offset, fn);
+      const bool a_ok = CheckBoolOperand(a, e.args[0]->offset);
+      if (!(CheckBoolOperand(b, e.args[1]->offset) && a_ok)) p.type = Type::Error();
       p.node = std::make_unique<AndNode>(e.offset, std::move(a.node), std::move(b.node), fn == "_&&_");
       return FoldIfConst(std::move(p), e.offset);
     }
@@ -1368,13 +1368,14 @@ class Planner {
     return PlanFunction(e, fn, member, e.operand.get());
   }
 
-  void CheckBoolOperand(const Planned& p, int32_t offset, std::string_view fn) {
-    if (!options_.type_check) return;
+  // cel-go checks each operand of && and || against bool and reports a mismatch at the operand
+  // ("expected type 'bool' but found 'int'"), not as an overload error. Returns false on one.
+  bool CheckBoolOperand(const Planned& p, int32_t offset) {
+    if (!options_.type_check) return true;
     const Type::Kind k = p.type.kind();
-    if (k != Type::Kind::kBool && k != Type::Kind::kDyn) {
-      Error(offset, "found no matching overload for '" + std::string(fn) + "' applied to '(" +
-                        p.type.DebugString() + ")'");
-    }
+    if (k == Type::Kind::kBool || k == Type::Kind::kDyn) return true;
+    Error(offset, "expected type 'bool' but found '" + ArgTypeName(p.type) + "'");
+    return false;
   }
 
   Planned PlanRegex(const Expr& e, const std::string& pattern, int32_t pattern_offset) {

@@ -1391,6 +1391,10 @@ class Planner {
         } else if (instantiation_error_.empty()) {
           instantiation_error_ = error;
         }
+        // The receiver and arguments are still checked: their check errors come first (cel-go
+        // runs the validator only after a clean check).
+        if (e.operand) Plan(*e.operand);
+        for (const ExprPtr& a : e.args) Plan(*a);
         // cel-go's check passed: the call keeps its declared result type.
         return Dummy(e, e.name == "matches" ? Type::Bool()
                         : e.name == "find"  ? Type::String()

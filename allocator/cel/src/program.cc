@@ -1736,6 +1736,14 @@ class Planner {
                           ArgTypes(args, member) + "'");
       return false;
     }
+    // ext.Lists' flatten() is list(list(T)) -> list(T): a list of anything but lists (or dyn)
+    // has no overload (flatten(depth) takes list(dyn) and accepts any list).
+    if (name == "flatten" && args.size() == 1 && args[0].type.kind() == Type::Kind::kList &&
+        !Assignable(Type::List(Type::Dyn()), args[0].type.param0())) {
+      Error(e.offset, "found no matching overload for '" + name + "' applied to '" +
+                          ArgTypes(args, member) + "'");
+      return false;
+    }
     // ext.Lists' sort() has one overload per comparable element type (and sortBy's
     // @sortByAssociatedKeys one per key type): int, uint, double, string, bytes, bool, timestamp,
     // duration (null passes as a timestamp or duration).

@@ -745,6 +745,10 @@ class ComprehensionNode final : public Node {
       keys = range;
     } else if (range.kind == VK::kMap || range.kind == VK::kDeviceMap || range.kind == VK::kDomainMap) {
       keys = MapKeys(ctx, range);
+    } else if (iter2_slot_ >= 0) {
+      // cel-go's evalFold: a two-variable comprehension (all(k, v, ..), transformList, ...)
+      // folds only lists and maps and says so in its own words.
+      return ctx.Error("unsupported comprehension range type: " + GoValueTypeName(range));
     } else {
       return ctx.Error("got '" + GoValueTypeName(range) + "', expected iterable type");
     }

@@ -1680,7 +1680,14 @@ class Planner {
   // The signature in cel-go's "found no matching overload" error: "(int, string)", or
   // "target.(args)" for a member call; the null type is spelled "null" there.
   static std::string ArgTypeName(const Type& t) {
-    return t.kind() == Type::Kind::kNull ? std::string("null") : t.DebugString();
+    switch (t.kind()) {
+      case Type::Kind::kNull: return "null";
+      case Type::Kind::kList: return "list(" + ArgTypeName(t.param0()) + ")";
+      case Type::Kind::kOptional: return "optional_type(" + ArgTypeName(t.param0()) + ")";
+      case Type::Kind::kMap:
+        return "map(" + ArgTypeName(t.param0()) + ", " + ArgTypeName(t.param1()) + ")";
+      default: return t.DebugString();
+    }
   }
   // An index operand as cel-go's overload error spells it (a map's null key or value is "null").
   static std::string IndexOperandName(const Type& t) {
@@ -2289,6 +2296,7 @@ class Planner {
     bool all_const = true;
     bool celgo_const = true;
     std::vector<size_t> none_at;  // elements `optional.none()` in `types`
+    std::vector<bool> free;       // per `types` entry: a literal with a free type parameter
     for (size_t i = 0; i < e.args.size(); ++i) {
       Planned a = Plan(*e.args[i]);
       celgo_const = celgo_const && a.celgo_const && !e.optional_entries[i];
@@ -2297,10 +2305,13 @@ class Planner {
         CheckOptionalEntry(a, e.args[i]->offset);
         t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
       }
+      Type::Kind free_kind;
       if (!IsOptionalNone(*e.args[i])) {
+        free.push_back(!e.optional_entries[i] && HasFreeParams(*e.args[i], &free_kind));
         types.emplace_back(t, e.args[i]->offset);
       } else if (!e.optional_entries[i]) {
         none_at.push_back(types.size());
+        free.push_back(true);
         types.emplace_back(Type::Optional(Type::Dyn()), e.args[i]->offset);
       }
       all_const = all_const && a.node->constant() != nullptr && !e.optional_entries[i];
@@ -2313,11 +2324,27 @@ class Planner {
       ResolveNoneTypes(&types, none_at);
       if (format_depth_ == 0) CheckHomogeneous(types);
     }
+    // cel-go's joinTypes: each element joins the type so far, keeping the more general of two
+    // assignable types (dyn otherwise, aggregate literals of mixed types being allowed). An
+    // element with a free type parameter (`[]`, `{}`, optional.none()) binds it to the other's.
     Type elem = Type::Dyn();
-    if (!types.empty()) {
-      elem = types[0].first;
-      for (const auto& [t, o] : types) {
-        if (!(t == elem)) elem = Type::Dyn();
+    bool elem_free = false;
+    for (size_t i = 0; i < types.size(); ++i) {
+      const Type& t = types[i].first;
+      if (i == 0) {
+        elem = t;
+        elem_free = free[i];
+      } else if (elem_free && t.kind() == elem.kind()) {
+        elem = t;
+        elem_free = free[i];
+      } else if (free[i] && t.kind() == elem.kind()) {
+        continue;
+      } else if (Assignable(elem, t)) {
+        elem = EqualOrLessSpecific(elem, t) ? elem : t;
+        elem_free = false;
+      } else {
+        elem = Type::Dyn();
+        elem_free = false;
       }
     }
     p.type = Type::List(elem);

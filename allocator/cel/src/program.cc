@@ -2230,6 +2230,12 @@ class Planner {
       const Type& t = types[next++];
       // cel-go reports a clause's type error at the list element it formats.
       const int32_t at = next - 1 < list.args.size() ? list.args[next - 1]->offset : call.offset;
+      // An unknown verb fails to parse whatever the argument's type, a dyn one too.
+      if (std::string_view("sdfexXob").find(verb) == std::string_view::npos) {
+        ValidatorError(call.offset, std::string("could not parse formatting clause: "
+                                                "unrecognized formatting clause \"") + verb + "\"");
+        return;
+      }
       if (t.is_dyn()) continue;
       const Type::Kind k = t.kind();
       const std::string given = CelGoTypeName(t);

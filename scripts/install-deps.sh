@@ -10,7 +10,7 @@ packages=(
   libre2-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libhwloc-dev libseccomp-dev libcurl4-openssl-dev libboost-dev libboost-filesystem-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libmbedtls-dev
   runc busybox-static
   python3 curl
 )

@@ -1,22 +1,27 @@
-# kube/client REST transport (kube-apiserver client over libcurl): included from
+# kube/client REST transport (kube-apiserver client, HTTP/1.1 over TCP or mbed TLS): included from
 # kube/client/CMakeLists.txt. Adds the REST client, the kubeconfig / in-cluster config and
 # ApiServerStore to devlet::kube_client, and their tests against a local fake API server
 # (cpp-httplib, plain HTTP and TLS with certificates made by openssl at test time).
 include_guard(GLOBAL)
-pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
-# libcrypto checks an exec plugin's client certificate and key before libcurl is handed them.
+# mbed TLS 2.28 (Debian libmbedtls-dev) for the API server's TLS: 0.8 MB resident where OpenSSL's
+# handshakes cost 3 MB and libcurl's libraries 4.5 MB more (dra-kubelet/README.md, "Idle RSS").
+# Its static archives are preferred: --gc-sections then drops what the client does not use.
+find_path(MBEDTLS_INCLUDE_DIR mbedtls/ssl.h REQUIRED)
+foreach(lib mbedtls mbedx509 mbedcrypto)
+  find_library(MBEDTLS_${lib}_LIBRARY NAMES lib${lib}.a ${lib} REQUIRED)
+endforeach()
+# libcrypto checks an exec plugin's client certificate and key before the transport uses them.
 pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 
 target_sources(devlet_kube_client PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/src/rest_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/src/rest_store.cc
   ${CMAKE_CURRENT_LIST_DIR}/src/kubeconfig.cc
-  ${CMAKE_CURRENT_LIST_DIR}/src/curl_loader.cc)
-# libcurl is opened with dlopen on first use (src/curl_loader.cc): only its headers at build time,
-# so binaries that never talk to an API server do not load it and its ~25 dependencies.
-target_include_directories(devlet_kube_client PRIVATE ${CURL_INCLUDE_DIRS})
+  ${CMAKE_CURRENT_LIST_DIR}/src/http_transport.cc)
+target_include_directories(devlet_kube_client SYSTEM PRIVATE ${MBEDTLS_INCLUDE_DIR})
 target_link_libraries(devlet_kube_client PRIVATE
-  ${CMAKE_DL_LIBS} PkgConfig::LIBCRYPTO nlohmann_json::nlohmann_json yaml-cpp)
+  ${MBEDTLS_mbedtls_LIBRARY} ${MBEDTLS_mbedx509_LIBRARY} ${MBEDTLS_mbedcrypto_LIBRARY}
+  Threads::Threads PkgConfig::LIBCRYPTO nlohmann_json::nlohmann_json yaml-cpp)
 
 if(DEVLET_BUILD_TESTS)
   pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
@@ -26,8 +31,11 @@ if(DEVLET_BUILD_TESTS)
     NAME kube_rest_test
     SRCS ${CMAKE_CURRENT_LIST_DIR}/tests/rest_client_test.cc
          ${CMAKE_CURRENT_LIST_DIR}/tests/kubeconfig_test.cc
+         ${CMAKE_CURRENT_LIST_DIR}/tests/http_transport_test.cc
     DEPS devlet::kube_client devlet::common_testing PkgConfig::HTTPLIB PkgConfig::LIBSSL
          PkgConfig::LIBCRYPTO
          nlohmann_json::nlohmann_json
   )
+  # http_transport_test.cc drives the transport's private interface (src/http_transport.h).
+  target_include_directories(kube_rest_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
 endif()

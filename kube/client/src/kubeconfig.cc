@@ -404,7 +404,7 @@ std::string OpenSslError() {
   return reason != nullptr ? reason : "error " + std::to_string(code);
 }
 
-// CheckKeyPair checks what libcurl would otherwise only find at the TLS handshake (with an
+// CheckKeyPair checks what the transport would otherwise only find at the TLS handshake (with an
 // unhelpful "could not load PEM client certificate"): the certificate and the key are PEM, the
 // key belongs to the certificate, and the certificate has not expired. client-go checks the first
 // two with tls.X509KeyPair when it takes the plugin's answer.

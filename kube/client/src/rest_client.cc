@@ -1,7 +1,5 @@
-// RestClient: HTTP to the kube-apiserver over libcurl (auth, TLS, rate limit, retries, Status
-// mapping).
-#include <curl/curl.h>
-
+// RestClient: HTTP to the kube-apiserver over the transport of http_transport.h (auth, TLS, rate
+// limit, retries, Status mapping).
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -14,9 +12,9 @@
 #include <sstream>
 #include <thread>
 
-#include "curl_loader.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/rest_client.h"
+#include "http_transport.h"
 
 namespace devlet::kube {
 
@@ -96,17 +94,12 @@ std::chrono::nanoseconds RateLimiter::Wait() {
   return wait;
 }
 
-// ---- libcurl plumbing -----------------------------------------------------------------------
+// ---- transport plumbing ----------------------------------------------------------------------
 
 namespace {
 
-std::once_flag curl_init_once;
-
-// CurlInitFailed is the error when no curl handle can be made.
-absl::Status CurlInitFailed() {
-  const std::string why = internal::CurlLoadError();
-  return why.empty() ? Internal("curl_easy_init failed") : FailedPrecondition(why);
-}
+using internal::ClientIdentity;
+using internal::TransportError;
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -123,169 +116,98 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
+std::string Base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                       (static_cast<unsigned char>(in[i + 1]) << 8) |
+                       static_cast<unsigned char>(in[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i < in.size()) {
+    unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// What a response body goes into: the whole body (Do), or lines handed to a watch's callback
+// (Stream; an error response's body is kept, up to 1 MiB, for its Status).
 struct Transfer {
   std::string body;
-  long retry_after_s = -1;
-  // Streaming
   const std::function<bool(std::string)>* on_line = nullptr;
-  const std::atomic<bool>* stop = nullptr;
-  CURL* curl = nullptr;
   std::string pending;
   bool stopped_by_callback = false;
-  // A stream is closed when the client certificate it connected with is replaced.
-  const std::atomic<std::uint64_t>* generation = nullptr;
-  std::uint64_t started_generation = 0;
   bool identity_rotated = false;
+
+  bool OnBody(long code, std::string_view data) {
+    if (on_line == nullptr) {
+      body.append(data);
+      return true;
+    }
+    if (code < 200 || code >= 300) {
+      if (body.size() < (1u << 20)) body.append(data);
+      return true;
+    }
+    pending.append(data);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string line = pending.substr(start, nl - start);
+      if (Trim(line).empty()) continue;
+      if (!(*on_line)(std::move(line))) {
+        stopped_by_callback = true;
+        return false;
+      }
+    }
+    pending.erase(0, start);
+    return pending.size() <= (64u << 20);  // a runaway line ends the stream
+  }
 };
-
-size_t WriteCallback(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t n = size * count;
-  if (t->on_line == nullptr) {
-    t->body.append(data, n);
-    return n;
-  }
-  long code = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
-  if (code < 200 || code >= 300) {
-    if (t->body.size() < (1u << 20)) t->body.append(data, n);
-    return n;
-  }
-  t->pending.append(data, n);
-  std::size_t start = 0;
-  for (std::size_t nl; (nl = t->pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::string line = t->pending.substr(start, nl - start);
-    if (Trim(line).empty()) continue;
-    if (!(*t->on_line)(std::move(line))) {
-      t->stopped_by_callback = true;
-      return 0;  // aborts the transfer
-    }
-  }
-  t->pending.erase(0, start);
-  if (t->pending.size() > (64u << 20)) return 0;  // a runaway line
-  return n;
-}
-
-size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t n = size * count;
-  std::string line(data, n);
-  constexpr std::string_view kRetryAfter = "retry-after:";
-  if (line.size() > kRetryAfter.size()) {
-    std::string head = line.substr(0, kRetryAfter.size());
-    std::transform(head.begin(), head.end(), head.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
-    if (head == kRetryAfter) {
-      const std::string value = Trim(line.substr(kRetryAfter.size()));
-      char* end = nullptr;
-      const long seconds = std::strtol(value.c_str(), &end, 10);
-      if (end != value.c_str() && seconds >= 0) t->retry_after_s = seconds;
-    }
-  }
-  return n;
-}
-
-int ProgressCallback(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* t = static_cast<Transfer*>(user);
-  if (t->stop != nullptr && t->stop->load()) return 1;
-  if (t->generation != nullptr && t->generation->load() != t->started_generation) {
-    t->identity_rotated = true;
-    return 1;
-  }
-  return 0;
-}
 
 // Errors where the request certainly did not reach the server.
-bool NotSent(CURLcode code) {
-  return code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
-         code == CURLE_SSL_CONNECT_ERROR;
+bool NotSent(TransportError error) { return error == TransportError::kNotSent; }
+
+bool Transient(TransportError error) {
+  return error == TransportError::kNotSent || error == TransportError::kBroken ||
+         error == TransportError::kTimeout;
 }
-
-bool Transient(CURLcode code) {
-  return NotSent(code) || code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR ||
-         code == CURLE_GOT_NOTHING || code == CURLE_OPERATION_TIMEDOUT ||
-         code == CURLE_PARTIAL_FILE;
-}
-
-// The client certificate and key (PEM) presented to the server; both empty: none.
-struct ClientIdentity {
-  std::string cert;
-  std::string key;
-};
-
-// A pooled libcurl handle lent to one request, with the client identity its connections were
-// made with.
-struct Lease {
-  CURL* curl = nullptr;
-  std::uint64_t generation = 0;
-  std::shared_ptr<const ClientIdentity> identity;
-};
 
 }  // namespace
 
 struct RestClient::Impl {
+  std::unique_ptr<internal::Transport> transport;
   std::mutex mu;
-  // Idle handles keep their connections (libcurl's per-handle cache); all are of the current
-  // generation.
-  std::vector<CURL*> idle;
-  // Replaced as a whole when an exec plugin rotates the certificate; a lease keeps its own.
+  // Replaced as a whole when an exec plugin rotates the certificate; a request keeps the one it
+  // started with, and the transport reuses a connection only for the identity it was made with.
   std::shared_ptr<const ClientIdentity> identity = std::make_shared<ClientIdentity>();
-  // Bumped with every new identity: handles of an older one are not reused (so their connections,
-  // authenticated with the old certificate, end), and streams on them are closed.
+  // Bumped with every new identity: streams started with an older one are closed.
   std::atomic<std::uint64_t> generation{0};
-  curl_blob ca_blob{};
-  std::string ca_data;
-  // The URL prefix requests go to: the server, or with tls-server-name that name (so it is the
-  // SNI and the name checked in the certificate) while connect_to keeps the real address.
-  std::string base_url;
-  curl_slist* connect_to = nullptr;
 
-  // Acquire lends a handle with the identity to present. A handle and the identity are taken
-  // under one lock, so a pooled handle's connections always belong to the identity lent with it.
-  Lease Acquire() {
-    Lease lease;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      lease.generation = generation.load();
-      lease.identity = identity;
-      if (!idle.empty()) {
-        lease.curl = idle.back();
-        idle.pop_back();
-        return lease;
-      }
-    }
-    lease.curl = curl_easy_init();  // no connections yet: fine for any identity
-    return lease;
-  }
-  void Release(Lease& lease) {
-    if (lease.curl == nullptr) return;
-    curl_easy_reset(lease.curl);  // keeps the handle's connections
-    std::unique_lock<std::mutex> lock(mu);
-    if (lease.generation == generation.load() && idle.size() < 8) {
-      idle.push_back(lease.curl);
-    } else {
-      lock.unlock();
-      curl_easy_cleanup(lease.curl);  // closes its connections
-    }
-    lease.curl = nullptr;
+  std::pair<std::shared_ptr<const ClientIdentity>, std::uint64_t> Current() {
+    std::lock_guard<std::mutex> lock(mu);
+    return {identity, generation.load()};
   }
   // SetIdentity installs a client certificate and key; false when they are the ones in use.
-  // Idle handles (and their connections) made with the old pair are closed.
+  // Idle connections made with the old pair are closed.
   bool SetIdentity(const std::string& cert, const std::string& key) {
-    std::vector<CURL*> old;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (identity->cert == cert && identity->key == key) return false;
       identity = std::make_shared<ClientIdentity>(ClientIdentity{cert, key});
       generation++;
-      old.swap(idle);
     }
-    for (CURL* c : old) curl_easy_cleanup(c);
+    if (transport != nullptr) transport->CloseIdle();
     return true;
-  }
-  ~Impl() {
-    for (CURL* c : idle) curl_easy_cleanup(c);
-    if (connect_to != nullptr) curl_slist_free_all(connect_to);
   }
 };
 
@@ -296,14 +218,14 @@ RestClient::RestClient(RestConfig config)
 RestClient::~RestClient() = default;
 
 absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config) {
-  std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  // libcurl is loaded on first use (curl_loader.cc): a missing one is reported here, once.
-  if (std::string why = internal::CurlLoadError(); !why.empty()) return FailedPrecondition(why);
+  return CreateWithTransport(std::move(config), nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<RestClient>> RestClient::CreateWithTransport(
+    RestConfig config, std::unique_ptr<internal::Transport> transport) {
   while (!config.server.empty() && config.server.back() == '/') config.server.pop_back();
-  if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0) {
-    return InvalidArgument("API server URL \"" + config.server +
-                           "\" must start with https:// or http://");
-  }
+  DEVLET_ASSIGN_OR_RETURN(internal::Endpoint endpoint,
+                          internal::ParseServerUrl(config.server, config.tls_server_name));
   std::unique_ptr<RestClient> client(new RestClient(config));
   Impl& impl = *client->impl_;
   auto load = [](const std::string& data, const std::string& file, const char* what,
@@ -324,33 +246,17 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config
   DEVLET_RETURN_IF_ERROR(
       load(config.client_key_data, config.client_key_file, "client key", key_data));
   impl.SetIdentity(cert_data, key_data);
+  internal::TransportOptions options;
+  options.endpoint = std::move(endpoint);
   DEVLET_RETURN_IF_ERROR(load(config.certificate_authority_data,
                               config.certificate_authority_file, "certificate authority",
-                              impl.ca_data));
-  impl.base_url = config.server;
-  if (!config.tls_server_name.empty() && config.server.rfind("https://", 0) == 0) {
-    // https://host[:port][/prefix] -> https://<tls-server-name>:port/prefix, connecting to host.
-    const std::string rest = config.server.substr(8);
-    const std::size_t slash = rest.find('/');
-    const std::string authority = rest.substr(0, slash);
-    const std::string prefix = slash == std::string::npos ? "" : rest.substr(slash);
-    std::string host = authority;
-    std::string port = "443";
-    const std::size_t bracket = authority.rfind(']');
-    const std::size_t colon = authority.rfind(':');
-    if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
-      host = authority.substr(0, colon);
-      port = authority.substr(colon + 1);
-    }
-    if (config.tls_server_name.find_first_of(":/[]@ ") != std::string::npos) {
-      return InvalidArgument("tls-server-name \"" + config.tls_server_name +
-                             "\" is not a host name");
-    }
-    impl.base_url = "https://" + config.tls_server_name + ":" + port + prefix;
-    impl.connect_to = curl_slist_append(
-        nullptr, (config.tls_server_name + ":" + port + ":" + host + ":" + port).c_str());
+                              options.ca_pem));
+  options.insecure_skip_tls_verify = config.insecure_skip_tls_verify;
+  options.connect_timeout = config.connect_timeout;
+  if (transport == nullptr) {
+    DEVLET_ASSIGN_OR_RETURN(transport, internal::NewHttpTransport(std::move(options)));
   }
-  impl.ca_blob = {impl.ca_data.data(), impl.ca_data.size(), CURL_BLOB_NOCOPY};
+  impl.transport = std::move(transport);
   if (config.exec) {
     // A client certificate in the kubeconfig wins over the plugin's (which is then ignored).
     client->exec_supplies_cert_ = cert_data.empty() && key_data.empty();
@@ -414,104 +320,67 @@ absl::StatusOr<std::string> RestClient::Credentials(bool after_401, std::uint64_
 
 namespace {
 
-std::string BuildUrl(CURL* curl, const std::string& server, const RestRequest& request) {
-  std::string url = server + request.path;
+std::string BuildTarget(const RestRequest& request) {
+  std::string target = request.path;
   char sep = '?';
   for (const auto& [key, value] : request.query) {
-    char* k = curl_easy_escape(curl, key.data(), static_cast<int>(key.size()));
-    char* v = curl_easy_escape(curl, value.data(), static_cast<int>(value.size()));
-    url += sep;
-    url += k;
-    url += '=';
-    url += v;
-    curl_free(k);
-    curl_free(v);
+    target += sep;
+    target += internal::UrlEscape(key);
+    target += '=';
+    target += internal::UrlEscape(value);
     sep = '&';
   }
-  return url;
+  return target;
+}
+
+std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
+  // Zero or less: no limit, ten years standing in for it.
+  if (timeout.count() <= 0) return std::chrono::steady_clock::now() + std::chrono::hours(87600);
+  return std::chrono::steady_clock::now() + timeout;
 }
 
 }  // namespace
 
-// One HTTP attempt. Returns the curl code; fills code and transfer.
-static CURLcode Perform(const Lease& lease, const RestConfig& config, RestClient::Impl& impl,
-                        const RestRequest& request, const std::string& token, bool streaming,
-                        Transfer& transfer, long& code) {
-  CURL* curl = lease.curl;
-  const std::string url = BuildUrl(curl, impl.base_url, request);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  if (impl.connect_to != nullptr) curl_easy_setopt(curl, CURLOPT_CONNECT_TO, impl.connect_to);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, config.user_agent.c_str());
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(config.connect_timeout.count()));
-  if (streaming) {
-    const auto total = config.watch_timeout + std::chrono::seconds(60);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(std::chrono::milliseconds(total).count()));
-  } else {
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(config.request_timeout.count()));
-  }
-  if (request.method == "GET") {
-    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
-  } else {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-  }
-  if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
-      request.method == "PATCH") {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(request.body.size()));
-  }
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
-  if (!request.body.empty()) {
-    headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
-  }
+// One HTTP attempt with the client identity current when it starts.
+static internal::HttpResult Perform(const RestConfig& config, RestClient::Impl& impl,
+                                    const RestRequest& request, const std::string& token,
+                                    const std::atomic<bool>* stop, Transfer& transfer) {
+  internal::HttpExchange exchange;
+  exchange.method = request.method;
+  exchange.target = BuildTarget(request);
+  exchange.headers.push_back("User-Agent: " + config.user_agent);
+  exchange.headers.push_back("Accept: application/json");
+  if (!request.body.empty()) exchange.headers.push_back("Content-Type: " + request.content_type);
   if (!token.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+    exchange.headers.push_back("Authorization: Bearer " + token);
+  } else if (!config.username.empty()) {
+    exchange.headers.push_back("Authorization: Basic " +
+                               Base64(config.username + ":" + config.password));
   }
-  headers = curl_slist_append(headers, "Expect:");
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  if (!config.username.empty()) {
-    curl_easy_setopt(curl, CURLOPT_USERNAME, config.username.c_str());
-    curl_easy_setopt(curl, CURLOPT_PASSWORD, config.password.c_str());
+  exchange.send_body = !request.body.empty() || request.method == "POST" ||
+                       request.method == "PUT" || request.method == "PATCH";
+  exchange.body = request.body;
+  if (stop != nullptr) {
+    exchange.deadline = DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(
+        config.watch_timeout + std::chrono::seconds(60)));
+  } else {
+    exchange.deadline = DeadlineAfter(config.request_timeout);
   }
-  // TLS
-  if (config.insecure_skip_tls_verify) {
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  exchange.on_body = [&transfer](long code, std::string_view data) {
+    return transfer.OnBody(code, data);
+  };
+  auto [identity, generation] = impl.Current();
+  if (stop != nullptr) {
+    exchange.cancelled = [stop, &impl, &transfer, generation = generation] {
+      if (stop->load()) return true;
+      if (impl.generation.load() != generation) {
+        transfer.identity_rotated = true;
+        return true;
+      }
+      return false;
+    };
   }
-  if (!impl.ca_data.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &impl.ca_blob);
-  // Copied into the handle: the lease's identity may be replaced while the request runs.
-  const ClientIdentity& identity = *lease.identity;
-  if (!identity.cert.empty()) {
-    curl_blob cert{const_cast<char*>(identity.cert.data()), identity.cert.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-  }
-  if (!identity.key.empty()) {
-    curl_blob key{const_cast<char*>(identity.key.data()), identity.key.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-  transfer.curl = curl;
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteCallback);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, HeaderCallback);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
-  if (transfer.stop != nullptr) {
-    transfer.generation = &impl.generation;
-    transfer.started_generation = lease.generation;
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, ProgressCallback);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
-  }
-  const CURLcode rc = curl_easy_perform(curl);
-  code = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-  curl_slist_free_all(headers);
-  return rc;
+  return impl.transport->RoundTrip(exchange, identity);
 }
 
 absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
@@ -537,17 +406,15 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
     absl::StatusOr<std::string> token = Credentials(/*after_401=*/false, serial);
     if (!token.ok()) return WithContext(token.status(), what);
     Transfer transfer;
-    long code = 0;
-    Lease lease = impl_->Acquire();
-    if (lease.curl == nullptr) return CurlInitFailed();
-    const CURLcode rc = Perform(lease, config_, *impl_, request, *token, false, transfer, code);
-    impl_->Release(lease);
+    const internal::HttpResult result =
+        Perform(config_, *impl_, request, *token, /*stop=*/nullptr, transfer);
+    const long code = result.code;
     stats_.requests++;
     const bool more = attempt < config_.max_retries;
-    if (rc != CURLE_OK) {
+    if (result.error != TransportError::kNone) {
       last = Unavailable(what + ": " + request.method + " " + config_.server + request.path +
-                         ": " + curl_easy_strerror(rc));
-      if (more && Transient(rc) && (request.idempotent || NotSent(rc))) {
+                         ": " + result.message);
+      if (more && Transient(result.error) && (request.idempotent || NotSent(result.error))) {
         backoff(attempt, -1);
         continue;
       }
@@ -566,9 +433,9 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
     }
     const bool retryable =
         code == 429 || code == 502 || code == 503 || code == 504 ||
-        (code >= 500 && transfer.retry_after_s >= 0);
+        (code >= 500 && result.retry_after_s >= 0);
     if (more && retryable) {
-      backoff(attempt, transfer.retry_after_s);
+      backoff(attempt, result.retry_after_s);
       continue;
     }
     return StatusFromResponse(code, transfer.body, what);
@@ -587,12 +454,8 @@ absl::Status RestClient::Stream(const RestRequest& request,
     if (!token.ok()) return WithContext(token.status(), what);
     Transfer transfer;
     transfer.on_line = &on_line;
-    transfer.stop = &stop;
-    long code = 0;
-    Lease lease = impl_->Acquire();
-    if (lease.curl == nullptr) return CurlInitFailed();
-    const CURLcode rc = Perform(lease, config_, *impl_, request, *token, true, transfer, code);
-    impl_->Release(lease);
+    const internal::HttpResult result = Perform(config_, *impl_, request, *token, &stop, transfer);
+    const long code = result.code;
     stats_.requests++;
     if (stop.load() || transfer.stopped_by_callback) return absl::OkStatus();
     if (transfer.identity_rotated) {
@@ -603,8 +466,8 @@ absl::Status RestClient::Stream(const RestRequest& request,
     if (code != 0 && (code < 200 || code >= 300)) {
       return StatusFromResponse(code, transfer.body, what);
     }
-    if (rc != CURLE_OK) {
-      return Unavailable(what + ": watch stream: " + curl_easy_strerror(rc));
+    if (result.error != TransportError::kNone) {
+      return Unavailable(what + ": watch stream: " + result.message);
     }
     return absl::OkStatus();
   }

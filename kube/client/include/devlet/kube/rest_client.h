@@ -1,6 +1,6 @@
 // File: devlet/kube/rest_client.h
 //
-// The kube-apiserver client over libcurl, in two layers:
+// The kube-apiserver client (HTTP/1.1 of its own, TLS by mbed TLS), in two layers:
 //   - RestClient: HTTP to the API server with authentication (bearer token re-read on rotation,
 //     client certificates, exec credential plugins whose token and client certificate are renewed
 //     at expiry and after a 401), TLS verification, a client-side rate limit (token bucket,
@@ -42,6 +42,10 @@
 #include "devlet/kube/kubeconfig.h"
 
 namespace devlet::kube {
+
+namespace internal {
+class Transport;  // src/http_transport.h
+}  // namespace internal
 
 // RestRequest is one API request. `path` starts with "/" ("/api/v1/nodes/n1").
 struct RestRequest {
@@ -86,6 +90,10 @@ class RestClient {
  public:
   // Create validates the config (server URL, readable credential files).
   static absl::StatusOr<std::unique_ptr<RestClient>> Create(RestConfig config);
+  // CreateWithTransport is Create sending through `transport` (a fake in tests; null: the real
+  // HTTP/TLS transport to config.server).
+  static absl::StatusOr<std::unique_ptr<RestClient>> CreateWithTransport(
+      RestConfig config, std::unique_ptr<internal::Transport> transport);
   ~RestClient();
   RestClient(const RestClient&) = delete;
   RestClient& operator=(const RestClient&) = delete;
@@ -113,7 +121,7 @@ class RestClient {
   };
   const Stats& stats() const { return stats_; }
 
-  struct Impl;  // libcurl state (implementation detail)
+  struct Impl;  // transport and client identity (implementation detail)
 
  private:
   explicit RestClient(RestConfig config);

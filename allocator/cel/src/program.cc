@@ -2096,8 +2096,9 @@ class Planner {
   // cel-go's isEqualOrLessSpecific (checker/types.go): whether `a` is dyn or no more specific
   // than `b`, which decides the type a unified type parameter keeps.
   static bool EqualOrLessSpecific(const Type& a, const Type& b) {
-    if (a.is_dyn()) return true;
-    if (b.is_dyn() || a.kind() != b.kind()) return false;
+    // The error type is not dyn here: an error joined with int is int.
+    if (a.is_dyn() && !a.is_error()) return true;
+    if ((b.is_dyn() && !b.is_error()) || a.kind() != b.kind()) return false;
     switch (a.kind()) {
       case Type::Kind::kList:
       case Type::Kind::kOptional: return EqualOrLessSpecific(a.param0(), b.param0());
@@ -2141,7 +2142,11 @@ class Planner {
   // An optional entry (`?k: v`, `[?v]`) needs an optional value: cel-go checks it as
   // optional_type(T) and reports the plain type.
   void CheckOptionalEntry(const Planned& a, int32_t offset) {
-    if (!options_.type_check || a.type.is_dyn() || a.type.kind() == Type::Kind::kOptional) return;
+    // An error-typed value is reported too (cel-go exempts only dyn).
+    if (!options_.type_check || (a.type.is_dyn() && !a.type.is_error()) ||
+        a.type.kind() == Type::Kind::kOptional) {
+      return;
+    }
     Error(offset, "expected type '" + Type::Optional(a.type).DebugString() + "' but found '" +
                       a.type.DebugString() + "'");
   }
@@ -2309,7 +2314,7 @@ class Planner {
       Type t = a.type;
       if (e.optional_entries[i]) {
         CheckOptionalEntry(a, e.args[i]->offset);
-        t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
+        if (t.kind() == Type::Kind::kOptional) t = t.param0();  // else kept, as cel-go
       }
       Type::Kind free_kind;
       if (!IsOptionalNone(*e.args[i])) {
@@ -2389,7 +2394,7 @@ class Planner {
       if (i % 2 == 1) {
         if (e.optional_entries[i / 2]) {
           CheckOptionalEntry(a, e.args[i]->offset);
-          t = t.kind() == Type::Kind::kOptional ? t.param0() : Type::Dyn();
+          if (t.kind() == Type::Kind::kOptional) t = t.param0();  // else kept, as cel-go
         }
         if (!IsOptionalNone(*e.args[i])) {
           vtypes.emplace_back(t, e.args[i]->offset);

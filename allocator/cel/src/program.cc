@@ -1543,6 +1543,14 @@ class Planner {
     const bool format_call = name == "format" && member && e.args.size() == 1;
     if (format_call) exempt_literal_ = e.args[0].get();
     for (const ExprPtr& a : e.args) args.push_back(Plan(*a));
+    // ext.Lists' sort() has one overload per element type, int's first: cel-go's resolution binds
+    // the free element type of an empty list literal to int, so `[].sort()` is list(int) (and
+    // costs as a sort of ints).
+    Type::Kind free_kind;
+    if (name == "sort" && member && target != nullptr && e.args.empty() && options_.type_check &&
+        HasFreeParams(*target, &free_kind) && free_kind == Type::Kind::kList) {
+      args[0].type = Type::List(Type::Int());
+    }
     if (format_call && target != nullptr) CheckFormat(e, *target, *e.args[0]);
     exempt_literal_ = nullptr;
     if (name == "format") --format_depth_;

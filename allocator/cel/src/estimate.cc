@@ -320,11 +320,13 @@ class Coster {
   }
 
   Est CostIdent(const Expr& e) {
-    if (const Local* v = Peek(e.name)) {
+    // A leading dot names the root-scope variable (`.device` is device), never a local.
+    const bool root = !e.name.empty() && e.name[0] == '.';
+    if (const Local* v = root ? nullptr : Peek(e.name)) {
       paths_[&e] = v->path;
     } else {
       Path p;
-      p.arr = std::make_shared<std::vector<std::string>>(1, e.name);
+      p.arr = std::make_shared<std::vector<std::string>>(1, root ? e.name.substr(1) : e.name);
       p.len = p.cap = 1;
       paths_[&e] = std::move(p);
     }

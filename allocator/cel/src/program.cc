@@ -2254,6 +2254,9 @@ class Planner {
       const std::string given = CelGoTypeName(t);
       const bool integer = k == Type::Kind::kInt || k == Type::Kind::kUint;
       const bool strict = options_.strings_v2_format;
+      // cel-go's format check stops at the first clause that fails (no "index out of range"
+      // after a bad argument).
+      const size_t errors_before = validator_errors_.size();
       switch (verb) {
         case 's':
           // ext.Strings version 2 checks the argument and, inside list and map literals, every
@@ -2299,6 +2302,7 @@ class Planner {
           ValidatorError(call.offset, std::string("could not parse formatting clause: unrecognized formatting clause \"") + verb + "\"");
           return;
       }
+      if (validator_errors_.size() != errors_before) return;
     }
     if (next < types.size()) {
       ValidatorError(call.offset, "too many arguments supplied to string.format (expected " + std::to_string(next) +

@@ -442,9 +442,11 @@ bool MapFind(Ctx& ctx, const Val& map, const Val& key, Val* out) {
       return false;
     }
     case VK::kDeviceMap: {
-      if (key.kind != VK::kString) return false;
-      // Unknown domains are empty maps, never missing.
-      auto* ref = ctx.arena.New<DomainRef>(DomainRef{map.dev, key.str(), map.sub == 1});
+      // Unknown domains are empty maps, never missing: Kubernetes' mapper.Find answers its
+      // default for any key, one of another type too (device.attributes[?true] has a value).
+      // "\x01" names no domain.
+      const std::string_view domain = key.kind == VK::kString ? key.str() : "\x01";
+      auto* ref = ctx.arena.New<DomainRef>(DomainRef{map.dev, domain, map.sub == 1});
       Val r;
       r.kind = VK::kDomainMap;
       r.dom = ref;

@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libre2-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhwloc-dev libseccomp-dev libcurl4-openssl-dev libboost-dev libboost-filesystem-dev
+  libhwloc-dev libseccomp-dev libssl-dev libboost-dev libboost-filesystem-dev
   libcpp-httplib-dev libmbedtls-dev
   runc busybox-static
   python3 curl

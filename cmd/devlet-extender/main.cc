@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
               state.num_slices());
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto stopping = std::chrono::steady_clock::now();
-  // Watches end within about a second of being told (libcurl's progress callback); stop them all
+  // Watches end within about 200 ms of being told (the REST transport polls for it); stop them all
   // at once rather than one after another.
   std::vector<std::thread> stoppers;
   for (auto& watcher : *watchers) {

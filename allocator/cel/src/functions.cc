@@ -1185,7 +1185,10 @@ Val Distinct(Ctx& ctx, const Val* a, uint32_t n) {
 Val Range(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kInt) NO_OVERLOAD("lists.range");
   if (a[0].i < 0) return ctx.Error("lists.range: size must be non-negative, got " + std::to_string(a[0].i));
-  if (a[0].i > 1'000'000) return ctx.Error("lists.range: size exceeds the limit of 1000000");
+  if (a[0].i > 1'000'000) {
+    return ctx.Error("lists.range: size " + std::to_string(a[0].i) +
+                     " exceeds maximum allowed (1000000)");
+  }
   const auto size = static_cast<uint32_t>(std::max<int64_t>(0, a[0].i));
   Val list = ctx.ListWithCapacity(size);
   for (uint32_t i = 0; i < size; ++i) list.l->data[i] = Val::Int(i);

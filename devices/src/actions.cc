@@ -208,6 +208,18 @@ std::string_view ActionKindName(ActionKind kind) {
   return "unknown";
 }
 
+bool ActionSurvivesReboot(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kVfioBind:     // sysfs driver_override and the driver binding
+    case ActionKind::kSriovNumVfs:  // VFs exist until the PF is reset or the kernel reboots
+    case ActionKind::kMdev:         // sysfs-created mdevs are not persistent (mdevctl's are)
+      return false;
+    case ActionKind::kCommand:
+      return true;
+  }
+  return true;  // Unknown: the conservative answer.
+}
+
 Preparer::Preparer(Sysfs& sysfs, Journal journal, PreparerOptions options)
     : sysfs_(sysfs), journal_(std::move(journal)), options_(std::move(options)) {}
 

@@ -74,6 +74,15 @@ class ActionsTest : public ::testing::Test {
   RecordingJournal journal_;
 };
 
+// Kernel state (sysfs bindings, VFs, mdevs) is gone after a reboot; a command may persist.
+TEST(ActionSurvivesReboot, OnlyCommandsMayPersist) {
+  EXPECT_FALSE(ActionSurvivesReboot(ActionKind::kVfioBind));
+  EXPECT_FALSE(ActionSurvivesReboot(ActionKind::kSriovNumVfs));
+  EXPECT_FALSE(ActionSurvivesReboot(ActionKind::kMdev));
+  EXPECT_TRUE(ActionSurvivesReboot(ActionKind::kCommand));
+  EXPECT_TRUE(ActionSurvivesReboot(static_cast<ActionKind>(99)));
+}
+
 TEST_F(ActionsTest, BindVfioJournalsEachStepFirstAndUndoRestoresTheDriver) {
   Preparer preparer = MakePreparer();
   ASSERT_OK_AND_ASSIGN(ActionRecord record, preparer.BindVfio(kGpu));

@@ -179,6 +179,22 @@ absl::Status CdiSpecWriter::RemoveSpec(const std::string& file_name) {
   return cdi::RemoveSpec(root_, StripJson(file_name));
 }
 
+
+namespace {
+absl::StatusOr<std::vector<std::string>> ListJsonSpecFiles(const std::string& root) {
+  DEVLET_ASSIGN_OR_RETURN(auto entries, internal::ListDirectory(root));
+  std::vector<std::string> out;
+  for (auto& [name, is_dir] : entries) {
+    if (!is_dir && name.size() > 5 && name.ends_with(".json")) out.push_back(std::move(name));
+  }
+  return out;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> CdiSpecWriter::ListSpecs() {
+  return ListJsonSpecFiles(root_);
+}
+
 bool CdiSpecWriter::SpecExists(const std::string& file_name) {
   return internal::PathExists(root_ + "/" + file_name);
 }
@@ -345,6 +361,19 @@ absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
         return r.state == ClaimState::kPrepareCompleted;
       });
   return deferrable ? store_->ApplyDeferred(std::move(change)) : store_->Apply(std::move(change));
+}
+
+absl::Status StateCheckpointStore::CommitDeferred(const std::vector<ClaimRecord>& puts,
+                                                  const std::vector<std::string>& deletes) {
+  // A lost removal would keep released devices reserved after a power cut: removals are synced.
+  if (!deletes.empty() || puts.empty()) return Commit(puts, deletes);
+  state::JournalChange change;
+  change.puts.reserve(puts.size());
+  for (const ClaimRecord& record : puts) {
+    if (record.claim.uid.empty()) return InvalidArgument("record claim: empty claim UID");
+    change.puts.push_back(ToState(record, driver_, cdi_root_));
+  }
+  return store_->ApplyDeferred(std::move(change));
 }
 
 absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {

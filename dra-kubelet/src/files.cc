@@ -1,5 +1,6 @@
 #include "files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,29 @@ absl::Status RemoveIfExists(const std::string& path) {
     return Internal("removing " + path + ": " + ec.message());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, bool>>> ListDirectory(const std::string& dir) {
+  std::vector<std::pair<std::string, bool>> out;
+  DIR* handle = ::opendir(dir.c_str());
+  if (handle == nullptr) {
+    if (errno == ENOENT) return out;
+    return ErrnoToStatus(errno, "listing directory " + dir);
+  }
+  while (const struct dirent* entry = ::readdir(handle)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    bool is_dir = ::fstatat(::dirfd(handle), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                  S_ISDIR(st.st_mode);
+    out.emplace_back(std::move(name), is_dir);
+  }
+  ::closedir(handle);
+  return out;
+}
+
+void RemoveEmptyDirectory(const std::string& dir) {
+  ::rmdir(dir.c_str());  // Fails (and keeps it) unless it is an empty directory.
 }
 
 bool PathExists(const std::string& path) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -19,6 +21,13 @@ absl::Status MakeDirs(const std::string& path, mode_t mode);
 
 // RemoveIfExists removes a file or a directory tree; a missing path is success.
 absl::Status RemoveIfExists(const std::string& path);
+
+// ListDirectory returns the names of the entries of `dir` (not "." or ".."), each with whether it
+// is a directory (lstat: a symlink is not); a missing directory is an empty list.
+absl::StatusOr<std::vector<std::pair<std::string, bool>>> ListDirectory(const std::string& dir);
+
+// RemoveEmptyDirectory removes `dir` if it is an empty directory; anything else is left alone.
+void RemoveEmptyDirectory(const std::string& dir);
 
 // PathExists reports whether something exists at `path` (without following a final symlink).
 bool PathExists(const std::string& path);

@@ -526,6 +526,15 @@ absl::StatusOr<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const Plugin
                            "timeout passes without an update), got " +
                            std::to_string(options.health_resend_interval.count()) + " ms");
   }
+  // Files a power cut left without a checkpoint record (an unsynced PrepareStarted lost) go
+  // before the kubelet can call; a failure only leaves them (logged), it does not stop serving.
+  if (absl::StatusOr<int> swept = preparer.RemoveOrphanedFiles(); !swept.ok()) {
+    log::Logger().Error(swept.status(), "Could not remove orphaned per-claim files",
+                        "driver", options.driver_name);
+  } else if (*swept > 0) {
+    log::Logger().Info("Removed orphaned per-claim files", "driver", options.driver_name,
+                       "count", *swept);
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   std::error_code ec;

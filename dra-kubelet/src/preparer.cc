@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "devlet/common/log.h"
@@ -527,7 +529,19 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
     }
   }
   if (!started.empty()) {
-    absl::Status status = checkpoint_.Commit(started, {});
+    // PrepareStarted guards the side effects against a crash. A kill -9 cannot lose it even
+    // unsynced (the written record is in the page cache), only a power cut or kernel crash can.
+    // When the backend's device state does not survive a reboot (kernel state: driver bindings,
+    // VF counts, mediated devices), a power cut that loses the record also undoes what it
+    // guarded, so the record need not reach the disk before the side effects: it is written now
+    // and synced with PrepareCompleted (or by the store's background flush). The files that do
+    // persist (device-metadata files, a CDI root on disk) are removed at the next start when no
+    // record names them (RemoveOrphanedFiles). A backend whose effects persist keeps the sync.
+    // (state/ flushes an unsynced record before it writes the next, so today that flush comes
+    // before PrepareCompleted's write instead: see README, Crash safety.)
+    absl::Status status = backend_.PreparedStateSurvivesReboot()
+                              ? checkpoint_.Commit(started, {})
+                              : checkpoint_.CommitDeferred(started, {});
     if (!status.ok()) {
       for (const std::string& uid : order) {
         Work& work = works.at(uid);
@@ -743,6 +757,85 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
     }
   }
   return results;
+}
+
+namespace {
+
+// IsClaimUid reports whether `s` has the shape of a Kubernetes UID (a UUID: 8-4-4-4-12 hex).
+bool IsClaimUid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<int> ClaimPreparer::RemoveOrphanedFiles() {
+  std::lock_guard lock(mutex_);
+  SerializeLock file_lock(options_.serialize_lock_path);
+  DEVLET_RETURN_IF_ERROR(file_lock.status());
+  absl::StatusOr<std::vector<ClaimRecord>> records = checkpoint_.List();
+  if (!records.ok()) return WithContext(records.status(), "reading the checkpoint");
+  std::set<std::string> specs;
+  std::set<std::string> metadata;
+  for (const ClaimRecord& record : *records) {
+    specs.insert(record.cdi_spec_files.begin(), record.cdi_spec_files.end());
+    metadata.insert(record.metadata_files.begin(), record.metadata_files.end());
+  }
+  int removed = 0;
+
+  // Per-claim CDI specs: only names that carry our driver and a claim UID.
+  const std::string claim_prefix = "k8s." + options_.driver_name + "-claim_";
+  const std::string metadata_prefix = options_.driver_name + "_metadata_";
+  absl::StatusOr<std::vector<std::string>> names = cdi_.ListSpecs();
+  if (!names.ok() && names.status().code() != absl::StatusCode::kUnimplemented) {
+    return WithContext(names.status(), "listing the CDI root");
+  }
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>{}) {
+    if (specs.contains(name) || !name.ends_with(".json")) continue;
+    const std::string_view stem = std::string_view(name).substr(0, name.size() - 5);
+    bool ours = false;
+    if (stem.starts_with(claim_prefix)) {
+      ours = IsClaimUid(stem.substr(claim_prefix.size()));
+    } else if (stem.starts_with(metadata_prefix)) {
+      std::string_view rest = stem.substr(metadata_prefix.size());  // <uid>_<request>
+      ours = rest.size() > 37 && rest[36] == '_' && IsClaimUid(rest.substr(0, 36)) &&
+             rest.substr(37).find('_') == std::string_view::npos;
+    }
+    if (!ours) continue;
+    DEVLET_RETURN_IF_ERROR(WithContext(cdi_.RemoveSpec(name), "removing orphaned CDI spec"));
+    log::Logger().Info("Removed a CDI spec no checkpoint record references", "file", name);
+    ++removed;
+  }
+
+  // Device-metadata files: <data dir>/dra-device-metadata/<ns>_<claim>/<request>/metadata.json.
+  if (!options_.plugin_data_dir.empty()) {
+    const std::string root = options_.plugin_data_dir + "/dra-device-metadata";
+    DEVLET_ASSIGN_OR_RETURN(auto claims, internal::ListDirectory(root));
+    for (const auto& [claim_dir, claim_is_dir] : claims) {
+      if (!claim_is_dir || claim_dir.find('_') == std::string::npos) continue;
+      const std::string claim_path = root + "/" + claim_dir;
+      DEVLET_ASSIGN_OR_RETURN(auto requests, internal::ListDirectory(claim_path));
+      for (const auto& [request_dir, request_is_dir] : requests) {
+        if (!request_is_dir) continue;
+        const std::string request_path = claim_path + "/" + request_dir;
+        const std::string file = request_path + "/metadata.json";
+        if (!metadata.contains(file) && internal::PathExists(file)) {
+          DEVLET_RETURN_IF_ERROR(WithContext(internal::RemoveIfExists(file),
+                                             "removing orphaned device metadata"));
+          log::Logger().Info("Removed a device-metadata file no checkpoint record references",
+                             "file", file);
+          ++removed;
+        }
+        internal::RemoveEmptyDirectory(request_path);
+      }
+      internal::RemoveEmptyDirectory(claim_path);
+    }
+  }
+  return removed;
 }
 
 absl::Status ClaimPreparer::UpdateNetworkData(const std::string& claim_uid,

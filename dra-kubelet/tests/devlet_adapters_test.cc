@@ -3,11 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 
 #include "devlet/cdi/spec_dir.h"
+#include "devlet/cdi/testing/forwarding_file_system.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/local.h"
+#include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
 #include "test_util.h"
 
@@ -182,6 +185,156 @@ TEST(DevletAdapters, StateCheckpointStoreListsWhatIsStoredNow) {
                                           HasSubstr("malformed plugin record")));
   ASSERT_OK(twin->Commit({}, {"a", "b"}));
   EXPECT_THAT(mine->List(), ::devlet::testing::IsOkAndHolds(IsEmpty()));
+}
+
+// SyncCountingFs counts flushes to stable storage (fsync, fdatasync, directory fsync).
+class SyncCountingFs final : public cdi::testing::ForwardingFileSystem {
+ public:
+  absl::Status Sync(int fd, const std::string& path) override {
+    ++syncs;
+    return ForwardingFileSystem::Sync(fd, path);
+  }
+  absl::Status SyncDir(const std::string& dir) override {
+    ++syncs;
+    return ForwardingFileSystem::SyncDir(dir);
+  }
+  absl::Status DataSync(int fd, const std::string& path) override {
+    ++syncs;
+    return ForwardingFileSystem::DataSync(fd, path);
+  }
+  std::atomic<int> syncs{0};
+};
+
+// ProbeBackend notes how many flushes the checkpoint made before the first device is prepared
+// and answers PreparedStateSurvivesReboot as told.
+class ProbeBackend final : public DeviceBackend {
+ public:
+  ProbeBackend(DeviceBackend& inner, const SyncCountingFs& fs, bool survives)
+      : inner_(inner), fs_(fs), survives_(survives) {}
+  absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override {
+    syncs_at_prepare = fs_.syncs.load();
+    return inner_.Prepare(request);
+  }
+  absl::Status Unprepare(const DeviceUnprepareRequest& request) override {
+    return inner_.Unprepare(request);
+  }
+  bool PreparedStateSurvivesReboot() const override { return survives_; }
+  int syncs_at_prepare = -1;
+
+ private:
+  DeviceBackend& inner_;
+  const SyncCountingFs& fs_;
+  bool survives_;
+};
+
+// On the state/ journal: a backend whose device state survives a reboot gets PrepareStarted
+// flushed before its Prepare; a volatile one does not wait for a flush, and the record is still
+// there for another reader (a restarted process) at once.
+TEST(DevletAdapters, PrepareStartedIsFlushedFirstOnlyForPersistentDeviceState) {
+  for (bool survives : {true, false}) {
+    SCOPED_TRACE(survives ? "persistent backend" : "volatile backend");
+    TempDir dir;
+    const std::string manifests = dir.path() + "/manifests";
+    const std::string cdi_root = dir.path() + "/cdi";
+    const std::string data = dir.path() + "/data";
+    std::filesystem::create_directories(manifests);
+    testing::WriteFile(manifests + "/claims.yaml", kClaimsYaml);
+    ManifestClaimSource claims(manifests);
+    SimulatedBackend simulated("node-1", SimulatedBackend::Gpus(2));
+    SyncCountingFs fs;
+    ProbeBackend backend(simulated, fs, survives);
+    CdiSpecWriter cdi(cdi_root);
+    state::StoreOptions store_options;
+    store_options.dir = data;
+    store_options.fs = &fs;
+    store_options.background_compaction = false;  // No flush by a timer in between.
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> checkpoint,
+                         StateCheckpointStore::Open(store_options, "gpu.devlet.test", cdi_root));
+    PreparerOptions options;
+    options.driver_name = "gpu.devlet.test";
+    options.node_name = "node-1";
+    options.plugin_data_dir = data;
+    ClaimPreparer preparer(options, claims, backend, cdi, *checkpoint);
+    const ClaimRef ref{"default", "gpu-a", "0a5c2f0e-3b1d-4a8e-9c6f-1e2d3c4b5a61"};
+
+    const int before = fs.syncs.load();
+    ASSERT_THAT(preparer.Prepare({ref})[ref.uid].error, IsEmpty());
+    if (survives) {
+      EXPECT_GT(backend.syncs_at_prepare, before);
+    } else {
+      EXPECT_EQ(backend.syncs_at_prepare, before);
+    }
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> reopened,
+                         StateCheckpointStore::Open(data, "gpu.devlet.test", cdi_root));
+    ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, reopened->Get(ref.uid));
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->state, ClaimState::kPrepareCompleted);
+
+    // Unprepare's removal is flushed before it returns in both cases.
+    const int before_unprepare = fs.syncs.load();
+    EXPECT_THAT(preparer.Unprepare({ref})[ref.uid], IsEmpty());
+    EXPECT_GT(fs.syncs.load(), before_unprepare);
+  }
+}
+
+// Starting the plugin removes the per-claim files of a claim whose record a power cut lost
+// (here removed from the checkpoint behind the preparer's back) and keeps the recorded claim's
+// files and everything that is not provably ours.
+TEST(DevletAdapters, PluginStartRemovesFilesNoRecordReferences) {
+  TempDir dir;
+  const std::string manifests = dir.path() + "/manifests";
+  const std::string cdi_root = dir.path() + "/cdi";
+  const std::string data = dir.path() + "/data";
+  std::filesystem::create_directories(manifests);
+  testing::WriteFile(manifests + "/claims.yaml", kClaimsYaml);
+  ManifestClaimSource claims(manifests);
+  SimulatedBackend backend("node-1", SimulatedBackend::Gpus(2));
+  CdiSpecWriter cdi(cdi_root);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> checkpoint,
+                       StateCheckpointStore::Open(data, "gpu.devlet.test", cdi_root));
+  PreparerOptions options;
+  options.driver_name = "gpu.devlet.test";
+  options.node_name = "node-1";
+  options.plugin_data_dir = data;
+  options.enable_device_metadata = true;
+  ClaimPreparer preparer(options, claims, backend, cdi, *checkpoint);
+  const ClaimRef ref{"default", "gpu-a", "0a5c2f0e-3b1d-4a8e-9c6f-1e2d3c4b5a61"};
+  ASSERT_THAT(preparer.Prepare({ref})[ref.uid].error, IsEmpty());
+  const std::string kept_spec = cdi_root + "/k8s.gpu.devlet.test-claim_" + ref.uid + ".json";
+  const std::string kept_meta = data + "/dra-device-metadata/default_gpu-a/gpu/metadata.json";
+  ASSERT_TRUE(std::filesystem::exists(kept_spec));
+  ASSERT_TRUE(std::filesystem::exists(kept_meta));
+
+  // A second claim prepared before the power cut; its record did not survive.
+  const std::string lost_uid = "1b6d3f1f-4c2e-4b9f-8d70-2f3e4d5c6b72";
+  const std::vector<std::string> orphans = {
+      cdi_root + "/k8s.gpu.devlet.test-claim_" + lost_uid + ".json",
+      cdi_root + "/gpu.devlet.test_metadata_" + lost_uid + "_gpu.json",
+      data + "/dra-device-metadata/default_gpu-b/gpu/metadata.json",
+  };
+  const std::vector<std::string> foreign = {
+      cdi_root + "/k8s.nic.example.com-claim_" + lost_uid + ".json",
+      cdi_root + "/nvidia.json",
+      data + "/dra-device-metadata/default_gpu-b/readme.txt",
+  };
+  for (const std::string& path : orphans) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    testing::WriteFile(path, "{}");
+  }
+  for (const std::string& path : foreign) testing::WriteFile(path, "{}");
+
+  PluginOptions plugin_options;
+  plugin_options.driver_name = "gpu.devlet.test";
+  plugin_options.registrar_dir = dir.path() + "/registry";
+  plugin_options.plugin_data_dir = dir.path() + "/plugins";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KubeletPlugin> plugin,
+                       KubeletPlugin::Start(plugin_options, preparer, nullptr));
+  for (const std::string& path : orphans) EXPECT_FALSE(std::filesystem::exists(path)) << path;
+  EXPECT_FALSE(std::filesystem::exists(data + "/dra-device-metadata/default_gpu-b/gpu"));
+  for (const std::string& path : foreign) EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  EXPECT_TRUE(std::filesystem::exists(kept_spec));
+  EXPECT_TRUE(std::filesystem::exists(kept_meta));
+  plugin->Stop();
 }
 
 }  // namespace

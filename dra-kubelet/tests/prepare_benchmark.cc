@@ -178,6 +178,10 @@ class TimedBackend final : public DeviceBackend {
     return inner_.Unprepare(request);
   }
 
+  bool PreparedStateSurvivesReboot() const override {
+    return inner_.PreparedStateSurvivesReboot();
+  }
+
  private:
   DeviceBackend& inner_;
   Timings& t_;

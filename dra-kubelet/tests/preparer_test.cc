@@ -18,6 +18,7 @@ namespace devlet::dra_kubelet {
 namespace {
 
 using ::devlet::testing::IsOk;
+using ::devlet::testing::IsOkAndHolds;
 using ::devlet::testing::StatusIs;
 using testing::FakeClaimSource;
 using testing::ReadFile;
@@ -523,6 +524,132 @@ TEST_F(PreparerTest, RollingUpdateHoldsTheSerializeLock) {
   claims_.Add(claim);
   EXPECT_THAT(preparer.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
   EXPECT_TRUE(Exists(options_.serialize_lock_path));
+}
+
+// RecordingStore notes, for every checkpoint write, whether it was deferred and what it held.
+class RecordingStore final : public CheckpointStore {
+ public:
+  struct Write {
+    bool deferred;
+    std::vector<ClaimState> puts;
+    std::size_t deletes;
+  };
+  explicit RecordingStore(CheckpointStore& inner) : inner_(inner) {}
+  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
+    return inner_.Get(uid);
+  }
+  absl::Status Put(const ClaimRecord& record) override { return inner_.Put(record); }
+  absl::Status Delete(const std::string& uid) override { return inner_.Delete(uid); }
+  absl::StatusOr<std::vector<ClaimRecord>> List() override { return inner_.List(); }
+  absl::Status Commit(const std::vector<ClaimRecord>& puts,
+                      const std::vector<std::string>& deletes) override {
+    Note(false, puts, deletes);
+    return inner_.Commit(puts, deletes);
+  }
+  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) override {
+    Note(true, puts, deletes);
+    return inner_.Commit(puts, deletes);
+  }
+  std::vector<Write> writes;
+
+ private:
+  void Note(bool deferred, const std::vector<ClaimRecord>& puts,
+            const std::vector<std::string>& deletes) {
+    Write w{deferred, {}, deletes.size()};
+    for (const ClaimRecord& r : puts) w.puts.push_back(r.state);
+    writes.push_back(std::move(w));
+  }
+  CheckpointStore& inner_;
+};
+
+// PersistentBackend is the simulated backend claiming that its device state survives a reboot.
+class PersistentBackend final : public DeviceBackend {
+ public:
+  explicit PersistentBackend(DeviceBackend& inner) : inner_(inner) {}
+  absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override {
+    return inner_.Prepare(request);
+  }
+  absl::Status Unprepare(const DeviceUnprepareRequest& request) override {
+    return inner_.Unprepare(request);
+  }
+  bool PreparedStateSurvivesReboot() const override { return true; }
+
+ private:
+  DeviceBackend& inner_;
+};
+
+// PrepareStarted skips the sync only when the backend's device state dies with a reboot too;
+// removals are always synced.
+TEST_F(PreparerTest, PrepareStartedIsDeferredOnlyForVolatileDeviceState) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  EXPECT_FALSE(backend_.PreparedStateSurvivesReboot());
+  {
+    RecordingStore store(checkpoint_);
+    ClaimPreparer preparer(options_, claims_, backend_, cdi_, store);
+    ASSERT_THAT(preparer.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+    ASSERT_THAT(preparer.Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+    ASSERT_EQ(store.writes.size(), 3u);
+    EXPECT_TRUE(store.writes[0].deferred);
+    EXPECT_THAT(store.writes[0].puts, ElementsAre(ClaimState::kPrepareStarted));
+    EXPECT_THAT(store.writes[1].puts, ElementsAre(ClaimState::kPrepareCompleted));
+    EXPECT_FALSE(store.writes[2].deferred);
+    EXPECT_EQ(store.writes[2].deletes, 1u);
+  }
+  {
+    PersistentBackend persistent(backend_);
+    RecordingStore store(checkpoint_);
+    ClaimPreparer preparer(options_, claims_, persistent, cdi_, store);
+    ASSERT_THAT(preparer.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+    ASSERT_EQ(store.writes.size(), 2u);
+    EXPECT_FALSE(store.writes[0].deferred);  // Synced before the device is touched.
+    EXPECT_THAT(store.writes[0].puts, ElementsAre(ClaimState::kPrepareStarted));
+  }
+}
+
+// What a power cut leaves when it loses an unsynced PrepareStarted: files no record names. They
+// are removed; the files of recorded claims and anything not provably ours stay.
+TEST_F(PreparerTest, RemovesOrphanedFilesOnly) {
+  const std::string kept_uid = "0a5c2f0e-3b1d-4a8e-9c6f-1e2d3c4b5a61";
+  const std::string lost_uid = "1b6d3f1f-4c2e-4b9f-8d70-2f3e4d5c6b72";
+  ResourceClaim kept = Claim("kept", kept_uid, {{"gpu", "gpu-0"}});
+  ResourceClaim lost = Claim("lost", lost_uid, {{"gpu", "gpu-1"}});
+  claims_.Add(kept);
+  claims_.Add(lost);
+  ASSERT_THAT(PrepareOne(kept).error, IsEmpty());
+  ASSERT_THAT(PrepareOne(lost).error, IsEmpty());
+  ASSERT_THAT(checkpoint_.Delete(lost_uid), IsOk());  // The record the power cut took.
+  const std::string lost_meta_spec = CdiPath("gpu.devlet.test_metadata_" + lost_uid + "_gpu.json");
+  ASSERT_TRUE(Exists(ClaimSpec(lost_uid)));
+  ASSERT_TRUE(Exists(lost_meta_spec));
+  ASSERT_TRUE(Exists(MetadataFile("lost", "gpu")));
+  const std::vector<std::string> foreign = {
+      CdiPath("k8s.other.example.com-claim_" + lost_uid + ".json"),  // another driver
+      CdiPath("k8s.gpu.devlet.test-claim_not-a-uid.json"),           // not a claim UID
+      CdiPath("gpu.devlet.test_metadata_" + lost_uid + "_a_b.json"),  // not a request name
+      CdiPath("vendor.json"),
+      dir_.path() + "/data/dra-device-metadata/default_x/gpu/notes.txt",
+      dir_.path() + "/data/checkpoint-notes.json",
+  };
+  for (const std::string& path : foreign) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    testing::WriteFile(path, "{}");
+  }
+
+  ASSERT_OK_AND_ASSIGN(int removed, preparer_->RemoveOrphanedFiles());
+  EXPECT_EQ(removed, 3);
+  EXPECT_FALSE(Exists(ClaimSpec(lost_uid)));
+  EXPECT_FALSE(Exists(lost_meta_spec));
+  EXPECT_FALSE(Exists(MetadataFile("lost", "gpu")));
+  EXPECT_FALSE(Exists(dir_.path() + "/data/dra-device-metadata/default_lost"));
+  EXPECT_TRUE(Exists(ClaimSpec(kept_uid)));
+  EXPECT_TRUE(Exists(CdiPath("gpu.devlet.test_metadata_" + kept_uid + "_gpu.json")));
+  EXPECT_TRUE(Exists(MetadataFile("kept", "gpu")));
+  for (const std::string& path : foreign) EXPECT_TRUE(Exists(path)) << path;
+  EXPECT_THAT(preparer_->RemoveOrphanedFiles(), IsOkAndHolds(0));
+  // The recorded claim is untouched: a repeated prepare finds everything in place.
+  EXPECT_THAT(PrepareOne(kept).error, IsEmpty());
 }
 
 TEST(FileCheckpointStore, RoundTripsRecords) {

@@ -138,6 +138,10 @@ class CrashingBackend final : public DeviceBackend {
     return plan_.Around("backend.unprepare", [&] { return inner_.Unprepare(request); });
   }
 
+  bool PreparedStateSurvivesReboot() const override {
+    return inner_.PreparedStateSurvivesReboot();
+  }
+
  private:
   DeviceBackend& inner_;
   CrashPlan& plan_;

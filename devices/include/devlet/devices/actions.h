@@ -56,6 +56,15 @@ enum class ActionKind { kVfioBind, kSriovNumVfs, kCommand, kMdev };
 // ActionKindName returns "vfio-bind", "sriov-numvfs", "command" or "mdev".
 std::string_view ActionKindName(ActionKind kind);
 
+// ActionSurvivesReboot reports whether what an action does to the host outlives a reboot (power
+// cut, kernel crash), which decides whether the DRA kubelet plugin must sync its PrepareStarted
+// record before the action (dra_kubelet::DeviceBackend::PreparedStateSurvivesReboot).
+// vfio-pci binding (driver_override, the bound driver), SR-IOV VFs (sriov_numvfs,
+// sriov_drivers_autoprobe) and mediated devices (mdev_supported_types/<type>/create) live in
+// the kernel's memory and are gone after a boot: false. An administrator's command (and the
+// partitions a profile's init command creates) may write anything, anywhere: true.
+bool ActionSurvivesReboot(ActionKind kind);
+
 // ActionRecord is everything needed to undo one action, also after a crash and restart; the
 // checkpoint stores it.
 struct ActionRecord {

@@ -50,6 +50,8 @@ class CdiSpecWriter final : public CdiWriter {
   absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
   absl::Status RemoveSpec(const std::string& file_name) override;
   bool SpecExists(const std::string& file_name) override;
+  // ListSpecs lists the ".json" files of the CDI root (a missing root is empty).
+  absl::StatusOr<std::vector<std::string>> ListSpecs() override;
   // SpecIsCurrent compares the file with the spec's encoding (ignoring the version field).
   bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) override;
 
@@ -82,6 +84,10 @@ class StateCheckpointStore final : public CheckpointStore {
   // Commit is one state/ Update: one checkpoint write for the whole batch.
   absl::Status Commit(const std::vector<ClaimRecord>& puts,
                       const std::vector<std::string>& deletes) override;
+  // CommitDeferred is one state/ ApplyDeferred (written now, synced by the store's background
+  // thread or before the next synced change); a batch with removals is synced as Commit.
+  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) override;
 
   // store is the underlying state/ store (e.g. for the NRI plugin in the same process).
   state::CheckpointStore& store() { return *store_; }

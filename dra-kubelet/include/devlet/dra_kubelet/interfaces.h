@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "devlet/common/status.h"
 #include "devlet/dra_kubelet/claim.h"
 
 namespace devlet::dra_kubelet {
@@ -144,6 +145,14 @@ class DeviceBackend {
 
   virtual absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) = 0;
   virtual absl::Status Unprepare(const DeviceUnprepareRequest& request) = 0;
+
+  // PreparedStateSurvivesReboot reports whether anything Prepare does to the host outlives a
+  // reboot (power cut, kernel crash). When it does not (sysfs driver bindings, SR-IOV VF counts,
+  // mediated devices, in-memory state: the kernel starts from scratch), the preparer need not
+  // sync PrepareStarted before the side effects: a record lost with the power took the device
+  // state with it. A backend that writes files or runs commands whose effects persist, or cannot
+  // tell, answers true (the default: the record is synced first).
+  [[nodiscard]] virtual bool PreparedStateSurvivesReboot() const { return true; }
 };
 
 // ---- CDI ------------------------------------------------------------------------------------
@@ -179,6 +188,12 @@ class CdiWriter {
   virtual bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) {
     (void)spec;
     return SpecExists(file_name);
+  }
+  // ListSpecs returns the base names of the spec files in the CDI root, so that the preparer can
+  // remove its own per-claim specs that no checkpoint record references (left by a power cut that
+  // lost a deferred record). Unimplemented (the default): the writer cannot list; nothing is swept.
+  virtual absl::StatusOr<std::vector<std::string>> ListSpecs() {
+    return Unimplemented("this CDI writer cannot list its spec files");
   }
 };
 
@@ -238,6 +253,16 @@ class CheckpointStore {
       if (absl::Status status = Delete(uid); !status.ok()) return status;
     }
     return absl::OkStatus();
+  }
+
+  // CommitDeferred is Commit whose flush to stable storage may come after it returns: the change
+  // is visible to every reader and survives the process being killed (it is in the page cache),
+  // but a power cut or kernel crash before the flush may lose it. The preparer uses it for
+  // PrepareStarted when the backend's device state does not survive a reboot either. Stores
+  // without such a mode make the change durable (the default). Removals are never deferred.
+  virtual absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                                      const std::vector<std::string>& deletes) {
+    return Commit(puts, deletes);
   }
 };
 

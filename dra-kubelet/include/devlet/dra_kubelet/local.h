@@ -58,6 +58,8 @@ class SimulatedBackend final : public DeviceBackend, public HealthSource {
 
   absl::StatusOr<PreparedDevice> Prepare(const DevicePrepareRequest& request) override;
   absl::Status Unprepare(const DeviceUnprepareRequest& request) override;
+  // The simulated devices live in this process's memory: nothing survives a reboot.
+  [[nodiscard]] bool PreparedStateSurvivesReboot() const override { return false; }
 
   std::vector<DeviceHealth> HealthSnapshot() override;
   void SetHealthListener(std::function<void()> listener) override;
@@ -90,6 +92,8 @@ class JsonCdiWriter final : public CdiWriter {
   absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
   absl::Status RemoveSpec(const std::string& file_name) override;
   bool SpecExists(const std::string& file_name) override;
+  // ListSpecs lists the ".json" files of the CDI root (a missing root is empty).
+  absl::StatusOr<std::vector<std::string>> ListSpecs() override;
   bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) override;
 
   // RenderSpec returns the JSON text WriteSpec writes.

@@ -131,6 +131,17 @@ class ClaimPreparer {
   absl::Status UpdateNetworkData(const std::string& claim_uid,
                                  const std::vector<DeviceNetworkUpdate>& updates);
 
+  // RemoveOrphanedFiles removes this driver's per-claim files that no checkpoint record
+  // references: per-claim CDI specs (`k8s.<driver>-claim_<uid>.json`, `<driver>_metadata_<uid>_
+  // <request>.json`, uid a UUID) in the CDI root and `metadata.json` files (and then empty
+  // directories) under `<plugin data dir>/dra-device-metadata/<ns>_<claim>/<request>/`. Such
+  // files are left when a power cut loses a PrepareStarted record that was not synced (see
+  // PreparedStateSurvivesReboot); other files are never touched. Each removal is logged. Runs
+  // under the preparer's locks (also the rolling-update lock), so a twin's claim being prepared
+  // is in the checkpoint before its files exist. KubeletPlugin::Start calls it. Returns how many
+  // files were removed; an error when the checkpoint or a directory cannot be read.
+  absl::StatusOr<int> RemoveOrphanedFiles();
+
   // WaitForStatusWrites blocks until every status write queued so far has been attempted.
   void WaitForStatusWrites();
 

@@ -666,7 +666,17 @@ Val OptIndex(Ctx& ctx, const Val& operand, const Val& key) {
   }
   if (operand.kind == VK::kList) {
     const std::optional<int64_t> i = AsIndex(key);
-    if (!i) return ctx.NoOverload("_[?_]", &operand, 1);
+    // cel-go makes no qualifier of a key of another type (a Quantity, ...), and qualifies with
+    // types.IndexOrError: a key that is no number has its own text.
+    if (ctx.go_map_keys && !ValidKey(key)) {
+      return ctx.Error("invalid qualifier type: " + GoValueTypeName(key));
+    }
+    if (!i && key.kind != VK::kInt && key.kind != VK::kUint && key.kind != VK::kDouble) {
+      return ctx.Error("unsupported index type '" + std::string(TypeNameOf(key)) + "' in list");
+    }
+    if (!i || (key.kind == VK::kUint && key.u > static_cast<uint64_t>(INT64_MAX))) {
+      return ctx.Error("unsupported index value " + KeyText(key) + " in list");
+    }
     if (*i < 0 || *i >= operand.n) return Val::Opt(nullptr);
     return ctx.Optional(operand.l->data[*i]);
   }

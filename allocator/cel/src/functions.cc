@@ -1261,7 +1261,9 @@ Val Sum(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kList) NO_OVERLOAD("sum");
   if (a[0].n == 0) return Val::Int(0);
   Val acc = a[0].l->data[0];
-  if (!IsNum(acc)) return ctx.NoOverload("sum", &acc, 1);
+  // Kubernetes sums ints, uints, doubles and durations; a list of anything else has no
+  // overload, and the error names the list.
+  if (!IsNum(acc) && acc.kind != VK::kDuration) return ctx.NoOverload("sum", a, 1);
   for (uint32_t i = 1; i < a[0].n; ++i) {
     Val args[2] = {acc, a[0].l->data[i]};
     acc = Add(ctx, args, 2);

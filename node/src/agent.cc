@@ -77,6 +77,10 @@ class MeteredBackend final : public dra_kubelet::DeviceBackend {
     return out;
   }
 
+  bool PreparedStateSurvivesReboot() const override {
+    return inner_.PreparedStateSurvivesReboot();
+  }
+
  private:
   dra_kubelet::DeviceBackend& inner_;
   MetricsRegistry& metrics_;

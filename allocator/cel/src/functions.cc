@@ -562,6 +562,30 @@ Val ListLast(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kList) NO_OVERLOAD("last");
   return a[0].n == 0 ? Val::Opt(nullptr) : ctx.Optional(a[0].l->data[a[0].n - 1]);
 }
+// optional.unwrap(list) / list.unwrapOpt(): the optional library v2 as well: the values of the
+// elements that have one, in order. A later element that is not an optional (only reachable
+// through dyn) fails as cel-go's does ("value 1 is not optional"; Go's %v of the value, which string()
+// matches for the scalars).
+Val OptUnwrapImpl(Ctx& ctx, const Val* a, uint32_t n, const char* name) {
+  // cel-go's runtime overload guard checks a list's first element only: a first element that is
+  // not an optional is no overload, a later one reaches the function's own error.
+  if (a[0].kind != VK::kList || (a[0].n > 0 && a[0].l->data[0].kind != VK::kOptional)) {
+    NO_OVERLOAD(name);
+  }
+  std::vector<Val> out;
+  for (uint32_t i = 0; i < a[0].n; ++i) {
+    const Val& e = a[0].l->data[i];
+    if (e.kind != VK::kOptional) {
+      Val text = ToString(ctx, &e, 1);
+      return ctx.Error("value " + (text.kind == VK::kString ? std::string(text.str()) : GoValueTypeName(e)) +
+                       " is not optional");
+    }
+    if (e.opt != nullptr) out.push_back(*e.opt);
+  }
+  return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
+}
+Val OptUnwrap(Ctx& ctx, const Val* a, uint32_t n) { return OptUnwrapImpl(ctx, a, n, "optional.unwrap"); }
+Val UnwrapOpt(Ctx& ctx, const Val* a, uint32_t n) { return OptUnwrapImpl(ctx, a, n, "unwrapOpt"); }
 
 // ---- Strings extension (v2) ----------------------------------------------------------------
 
@@ -1433,6 +1457,8 @@ std::vector<FunctionDef> StandardFunctions() {
       {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
       {"first", ListFirst, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
       {"last", ListLast, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"optional.unwrap", OptUnwrap, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"unwrapOpt", UnwrapOpt, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
       // Strings v2.
       {"charAt", CharAt, false, true, kStringsLibrary, nullptr, K::kString, 2, 2},
       {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost, K::kInt, 2, 3},

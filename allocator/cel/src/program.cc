@@ -1819,7 +1819,7 @@ class Planner {
 
   // i int, u uint, d double, s string, b bytes, B bool, n null, L list, M map, Q Quantity,
   // S Semver, T type, O optional, Z timestamp, D duration, P IP, C CIDR, F format, U URL,
-  // W list(string), * anything.
+  // W list(string), V list(optional(T)), * anything.
   static bool Matches(char p, const Type& t) {
     if (t.is_dyn() || p == '*') return true;
     switch (p) {
@@ -1844,6 +1844,8 @@ class Planner {
       case 'U': return t.kind() == Type::Kind::kURL;
       case 'W': return t.kind() == Type::Kind::kList && (t.param0().is_dyn() ||
                                                         t.param0().kind() == Type::Kind::kString);
+      case 'V': return t.kind() == Type::Kind::kList && (t.param0().is_dyn() ||
+                                                        t.param0().kind() == Type::Kind::kOptional);
       default: return false;
     }
   }
@@ -1994,6 +1996,8 @@ class Planner {
         {"value", {{"O", TK::kDyn}}},
         {"first", {{"L", TK::kDyn}}},
         {"last", {{"L", TK::kDyn}}},
+        {"optional.unwrap", {{"V", TK::kDyn}}},
+        {"unwrapOpt", {{"V", TK::kDyn}}},
     };
     auto it = table->find(name);
     return it == table->end() ? nullptr : &it->second;
@@ -2051,6 +2055,12 @@ class Planner {
     if (n == "value" && a.kind() == Type::Kind::kOptional) return a.param0();
     if (n == "first" || n == "last") {
       return Type::Optional(a.kind() == Type::Kind::kList ? a.param0() : Type::Dyn());
+    }
+    // list(optional(T)) -> list(T); a list(dyn) or dyn receiver binds T to dyn.
+    if (n == "optional.unwrap" || n == "unwrapOpt") {
+      return Type::List(a.kind() == Type::Kind::kList && a.param0().kind() == Type::Kind::kOptional
+                            ? a.param0().param0()
+                            : Type::Dyn());
     }
     if ((n == "min" || n == "max" || n == "sum") && a.kind() == Type::Kind::kList) return a.param0();
     // sort() has one overload per comparable element type (list(int) -> list(int), ...): a

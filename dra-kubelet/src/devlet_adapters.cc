@@ -179,20 +179,8 @@ absl::Status CdiSpecWriter::RemoveSpec(const std::string& file_name) {
   return cdi::RemoveSpec(root_, StripJson(file_name));
 }
 
-
-namespace {
-absl::StatusOr<std::vector<std::string>> ListJsonSpecFiles(const std::string& root) {
-  DEVLET_ASSIGN_OR_RETURN(auto entries, internal::ListDirectory(root));
-  std::vector<std::string> out;
-  for (auto& [name, is_dir] : entries) {
-    if (!is_dir && name.size() > 5 && name.ends_with(".json")) out.push_back(std::move(name));
-  }
-  return out;
-}
-}  // namespace
-
 absl::StatusOr<std::vector<std::string>> CdiSpecWriter::ListSpecs() {
-  return ListJsonSpecFiles(root_);
+  return internal::ListJsonFiles(root_);
 }
 
 bool CdiSpecWriter::SpecExists(const std::string& file_name) {

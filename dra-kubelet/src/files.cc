@@ -55,6 +55,15 @@ absl::StatusOr<std::vector<std::pair<std::string, bool>>> ListDirectory(const st
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> ListJsonFiles(const std::string& dir) {
+  DEVLET_ASSIGN_OR_RETURN(auto entries, ListDirectory(dir));
+  std::vector<std::string> out;
+  for (auto& [name, is_dir] : entries) {
+    if (!is_dir && name.size() > 5 && name.ends_with(".json")) out.push_back(std::move(name));
+  }
+  return out;
+}
+
 void RemoveEmptyDirectory(const std::string& dir) {
   ::rmdir(dir.c_str());  // Fails (and keeps it) unless it is an empty directory.
 }

@@ -26,6 +26,10 @@ absl::Status RemoveIfExists(const std::string& path);
 // is a directory (lstat: a symlink is not); a missing directory is an empty list.
 absl::StatusOr<std::vector<std::pair<std::string, bool>>> ListDirectory(const std::string& dir);
 
+// ListJsonFiles returns the names of the regular files (not directories) in `dir` whose names end
+// in ".json" after at least one other character; a missing directory is an empty list.
+absl::StatusOr<std::vector<std::string>> ListJsonFiles(const std::string& dir);
+
 // RemoveEmptyDirectory removes `dir` if it is an empty directory; anything else is left alone.
 void RemoveEmptyDirectory(const std::string& dir);
 

@@ -30,6 +30,7 @@
 
 extern char** environ;
 
+#include "absl/strings/escaping.h"
 #include "devlet/common/status.h"
 
 namespace devlet::kube {
@@ -247,28 +248,6 @@ std::string BaseDir(const std::string& path) {
   } catch (const std::exception&) {
     return std::string();
   }
-}
-
-std::string EncodeBase64(const std::string& in) {
-  static constexpr char kChars[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
-                       (static_cast<unsigned char>(in[i + 1]) << 8) |
-                       static_cast<unsigned char>(in[i + 2]);
-    out += {kChars[(v >> 18) & 63], kChars[(v >> 12) & 63], kChars[(v >> 6) & 63], kChars[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    const unsigned v = static_cast<unsigned char>(in[i]) << 16;
-    out += {kChars[(v >> 18) & 63], kChars[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
-                       (static_cast<unsigned char>(in[i + 1]) << 8);
-    out += {kChars[(v >> 18) & 63], kChars[(v >> 12) & 63], kChars[(v >> 6) & 63], '='};
-  }
-  return out;
 }
 
 // ParseRfc3339 reads "2026-12-03T07:00:00Z", with optional fractional seconds and a numeric
@@ -513,7 +492,7 @@ absl::StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const RestC
       absl::StatusOr<std::string> read = ReadFile(cluster.certificate_authority_file, "CA");
       if (read.ok()) ca = *read;
     }
-    if (!ca.empty()) c["certificate-authority-data"] = EncodeBase64(ca);
+    if (!ca.empty()) c["certificate-authority-data"] = absl::Base64Escape(ca);
     info["spec"]["cluster"] = std::move(c);
   }
   std::set<std::string> overridden = {"KUBERNETES_EXEC_INFO"};

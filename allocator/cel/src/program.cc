@@ -438,19 +438,12 @@ class CallNode final : public Node {
         // cel-go charges the call even when an argument failed, sizing the error as 1 (but `in`
         // on a constant list is a set lookup there, not a call).
         if (!shape_.set_lookup) {
-          // An error has size 1. String concatenation and comparison are priced by their overload,
-          // so an error beside a string is sized as a one-character string.
+          // The error is priced by the overload the checker kept, never by the runtime kinds: a
+          // string beside an error that was typed int (`productName + x.size()`, add_int64)
+          // costs 1, as cel-go's; a kept string overload is priced by CallCost's text shape.
           Val sized[4];
-          const bool text_op = n == 2 && (def_->name == "_+_" || def_->name == "_<_" ||
-                                          def_->name == "_<=_" || def_->name == "_>_" ||
-                                          def_->name == "_>=_");
           for (uint32_t j = 0; j < n && j < 4; ++j) {
-            sized[j] = vals[j];
-            if (!vals[j].is_error()) continue;
-            const Val& other = vals[1 - (j & 1)];
-            sized[j] = text_op && (other.kind == VK::kString || other.kind == VK::kBytes)
-                           ? Val::Str(" ", other.kind)
-                           : Val::Null();
+            sized[j] = vals[j].is_error() ? Val::Null() : vals[j];
           }
           ctx.AddCost(CallCost(sized, n));
         }

@@ -876,7 +876,20 @@ class Planner {
   // 100 check errors reported, sorted by position (stable: one position keeps the check order),
   // then "N more errors were truncated".
   const std::string& errors() {
-    if (errors_.empty()) return validator_errors_;
+    if (errors_.empty()) {
+      // Validator errors are sorted the same way: cel-go collects every validator's issues
+      // (format() before the duration/timestamp literal validators) and sorts them by position.
+      if (validator_text_.empty() && !validator_errors_.empty()) {
+        std::stable_sort(
+            validator_errors_.begin(), validator_errors_.end(),
+            [](const CheckError& a, const CheckError& b) { return a.offset < b.offset; });
+        for (const CheckError& error : validator_errors_) {
+          if (!validator_text_.empty()) validator_text_ += "\n";
+          validator_text_ += error.text;
+        }
+      }
+      return validator_text_;
+    }
     if (!errors_text_.empty()) return errors_text_;
     std::stable_sort(errors_.begin(), errors_.end(),
                      [](const CheckError& a, const CheckError& b) { return a.offset < b.offset; });
@@ -906,8 +919,8 @@ class Planner {
   // Errors of cel-go's AST validators (homogeneous literals, format(), regex literals): cel-go
   // runs them only after a successful check, so they are reported only without check errors.
   void ValidatorError(int32_t offset, std::string_view message) {
-    if (!validator_errors_.empty()) validator_errors_ += "\n";
-    validator_errors_ += FormatError(source_, offset, message);
+    const int32_t clamped = std::clamp<int32_t>(offset, 0, static_cast<int32_t>(source_.size()));
+    validator_errors_.push_back({clamped, FormatError(source_, offset, message)});
   }
   Planned PlanKind(const Expr& e) {
     switch (e.kind) {
@@ -2581,7 +2594,8 @@ class Planner {
   std::vector<CheckError> errors_;
   size_t error_count_ = 0;
   std::string errors_text_;  // errors_ as errors() formats them
-  std::string validator_errors_;
+  std::vector<CheckError> validator_errors_;  // in the order reported
+  std::string validator_text_;                // validator_errors_ as errors() formats them
   CheckedInfo checked_;
   std::string instantiation_error_;
   int32_t literal_validator_offset_ = -1;  // see PlanFunction

@@ -537,8 +537,6 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
     // and synced with PrepareCompleted (or by the store's background flush). The files that do
     // persist (device-metadata files, a CDI root on disk) are removed at the next start when no
     // record names them (RemoveOrphanedFiles). A backend whose effects persist keeps the sync.
-    // (state/ flushes an unsynced record before it writes the next, so today that flush comes
-    // before PrepareCompleted's write instead: see README, Crash safety.)
     absl::Status status = backend_.PreparedStateSurvivesReboot()
                               ? checkpoint_.Commit(started, {})
                               : checkpoint_.CommitDeferred(started, {});

@@ -1,5 +1,6 @@
 #include "devlet/state/journal.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -44,6 +45,19 @@ struct Record {
   std::uint64_t seq = 0;
   std::uint64_t next = 0;  // aligned offset after it
   std::string payload;
+
+  // SyncedThrough is the record's "synced" field: seq - 1 for records written before the field
+  // (their writers synced every record before the next), and for a payload we cannot read (the
+  // checksum matched, so it is ours: claim the most, which reports damage rather than hides it).
+  std::uint64_t SyncedThrough() const {
+    const json parsed = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) {
+      auto it = parsed.find("synced");
+      if (it == parsed.end()) return seq - 1;
+      if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+    }
+    return seq - 1;
+  }
 };
 
 // ReadRecord reads the record at `offset`: nullopt and `*zero` set for a block of zeros, nullopt
@@ -115,10 +129,13 @@ void ApplyJournalChange(Checkpoint& checkpoint, JournalChange change) {
   for (const std::string& uid : change.deletes) checkpoint.claims.erase(uid);
 }
 
-std::string EncodeJournalRecord(std::uint64_t seq, const JournalChange& change) {
+std::string EncodeJournalRecord(std::uint64_t seq, std::uint64_t synced_through,
+                                const JournalChange& change) {
   json puts = json::object();
   for (const PreparedClaim& claim : change.puts) puts[claim.uid] = internal::EncodeClaim(claim);
-  const std::string payload = internal::Dump({{"put", std::move(puts)}, {"delete", change.deletes}});
+  const std::string payload = internal::Dump({{"put", std::move(puts)},
+                                              {"delete", change.deletes},
+                                              {"synced", std::min(synced_through, seq - 1)}});
   std::string out(AlignUp(kJournalHeaderSize + payload.size()), '\0');
   PutU32(out, 0, kJournalMagic);
   PutU32(out, 4, static_cast<std::uint32_t>(payload.size()));
@@ -149,19 +166,30 @@ absl::StatusOr<JournalReplay> ReplayJournal(const JournalReader& read, std::uint
                             ReadRecord(read, size, offset, &zero, &why));
     if (zero) break;
     if (!record) {
-      // Torn tail or damage in the middle: only a valid newer record after it tells them apart.
+      // Torn tail or damage in the middle: a valid newer record that knew the missing one
+      // synced tells them apart. Newer records that did not were cut off by the same power
+      // cut (see the file comment) and go with it.
+      const std::uint64_t missing = replay.last_seq + 1;
+      std::uint64_t dropped = 0;
       for (std::uint64_t later = offset + kJournalAlign; later + kJournalHeaderSize <= size;
            later += kJournalAlign) {
         bool later_zero = false;
         std::string later_why;
         DEVLET_ASSIGN_OR_RETURN(std::optional<Record> next,
                                 ReadRecord(read, size, later, &later_zero, &later_why));
-        if (next && next->seq > replay.last_seq) {
+        if (!next || next->seq <= replay.last_seq) continue;
+        if (next->SyncedThrough() >= missing) {
           return corrupted(why + ", but record " + std::to_string(next->seq) + " at offset " +
-                           std::to_string(later) + " follows it");
+                           std::to_string(later) + " follows it and was written after record " +
+                           std::to_string(missing) + " had been synced");
         }
+        ++dropped;
       }
       replay.torn_tail = why;
+      if (dropped > 0) {
+        replay.torn_tail += "; " + std::to_string(dropped) +
+                            " later record(s) written before it was synced are dropped with it";
+      }
       break;
     }
     if (record->seq <= base_seq) {

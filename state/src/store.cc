@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOpti
 }
 
 absl::Status CheckpointStore::OpenJournalLocked() {
+  ++journal_generation_;
   if (journal_fd_ >= 0) {
     ::close(journal_fd_);
     journal_fd_ = -1;
@@ -201,6 +202,7 @@ absl::StatusOr<const Checkpoint*> CheckpointStore::CurrentLocked() {
     return WithContext(data.status(), "read checkpoint");
   }
   journal_seq_ = seq;
+  synced_seq_ = seq;  // a snapshot is written synced; the journal's records may not be
   journal_end_ = 0;
   journal_torn_ = false;
   if (journal_fd_ >= 0) {
@@ -240,11 +242,10 @@ absl::Status CheckpointStore::WriteChangeLocked(JournalChange change, bool sync)
     return CompactLocked(std::move(after));
   };
   if (journal_fd_ < 0) return compact_with_change();
-  // An unsynced record (ours, or another process's) must reach the disk before the next one is
-  // written: a power loss during one sync of both could tear the first and keep the second,
-  // which replay reports as damage.
-  DEVLET_RETURN_IF_ERROR(FlushLocked());
-  const std::string record = EncodeJournalRecord(journal_seq_ + 1, change);
+  // No flush of earlier unsynced records first (ours or a rolling-update twin's): the record
+  // says how far the journal was synced, so replay can tell a power cut inside the flush that
+  // carries both (keeping this record, tearing an earlier one) from damage.
+  const std::string record = EncodeJournalRecord(journal_seq_ + 1, synced_seq_, change);
   if (journal_torn_ || journal_end_ + record.size() > journal_size_) {
     // No room (or a torn record to clear first): the change goes into a new snapshot.
     return compact_with_change();
@@ -261,6 +262,7 @@ absl::Status CheckpointStore::WriteChangeLocked(JournalChange change, bool sync)
   }
   journal_end_ += record.size();
   ++journal_seq_;
+  if (sync) synced_seq_ = journal_seq_;  // fdatasync carried every earlier record too
   ApplyJournalChange(*cache_, std::move(change));
   if (!sync) {
     unsynced_ = true;
@@ -291,6 +293,8 @@ absl::Status CheckpointStore::CompactLocked(Checkpoint checkpoint) {
   }
   unsynced_ = false;  // the snapshot holds every change, synced
   foreign_records_ = false;
+  synced_seq_ = journal_seq_;
+  ++journal_generation_;
   cache_ = std::move(checkpoint);
   cached_snapshot_ = SnapshotId();
   return absl::OkStatus();
@@ -460,17 +464,33 @@ absl::Status CheckpointStore::Read(const std::function<void(const Checkpoint&)>&
 }
 
 absl::Status CheckpointStore::Flush() {
+  // The flush runs outside the lock, on a duplicate of the descriptor (the store may close and
+  // reopen its own meanwhile): writers append while it waits for the disk. fdatasync flushes
+  // every dirty page of the file, whichever process wrote it, so every record written before it
+  // starts is on the disk when it returns.
+  int fd = -1;
+  std::uint64_t target = 0;
+  std::uint64_t generation = 0;
+  {
+    DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
+    if ((!unsynced_ && !foreign_records_) || journal_fd_ < 0) return absl::OkStatus();
+    fd = ::fcntl(journal_fd_, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return ErrnoToStatus(errno, "duplicate the checkpoint journal descriptor");
+    target = journal_seq_;
+    generation = journal_generation_;
+  }
+  absl::Status synced =
+      WithContext(fs_.DataSync(fd, journal_path_), "sync the checkpoint journal");
+  ::close(fd);
+  DEVLET_RETURN_IF_ERROR(synced);
   DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
-  return FlushLocked();
-}
-
-absl::Status CheckpointStore::FlushLocked() {
-  if ((!unsynced_ && !foreign_records_) || journal_fd_ < 0) return absl::OkStatus();
-  // fdatasync flushes every dirty page of the file, whichever process wrote it.
-  DEVLET_RETURN_IF_ERROR(
-      WithContext(fs_.DataSync(journal_fd_, journal_path_), "sync the checkpoint journal"));
-  unsynced_ = false;
-  foreign_records_ = false;
+  if (generation == journal_generation_) {
+    synced_seq_ = std::max(synced_seq_, target);
+    if (journal_seq_ == target) {
+      unsynced_ = false;
+      foreign_records_ = false;
+    }
+  }
   return absl::OkStatus();
 }
 

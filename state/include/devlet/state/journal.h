@@ -14,18 +14,24 @@
 //   offset 8   u64 sequence number (the snapshot's journalSeq + 1, + 2, ...)
 //   offset 16  u32 CRC-32 (IEEE) of bytes 4..16 followed by the payload
 //   offset 20  u32 reserved, 0
-//   offset 24  payload: compact JSON {"put":{"<uid>":<claim>,...},"delete":["<uid>",...]}, claims
-//              encoded as in checkpoint.json
+//   offset 24  payload: compact JSON {"put":{"<uid>":<claim>,...},"delete":["<uid>",...],
+//              "synced":<seq>}, claims encoded as in checkpoint.json; "synced" is the highest
+//              sequence number the writer knew to be on the disk when it wrote the record (absent
+//              in records of devlet versions that synced every record before writing the next:
+//              read as seq - 1)
 // then zeros up to the next multiple of kJournalAlign. Records never share an aligned block, so
 // a torn write can only damage the record being written, never an earlier one.
 //
 // Replay reads records from offset 0: a block of zeros ends the journal; records with a sequence
 // number at or below the snapshot's were already folded in (a crash between writing the snapshot
 // and zeroing the journal) and are skipped; the next must be exactly one more than the last. An
-// unreadable record (bad magic, length or CRC) is a torn tail if no valid later record follows it:
-// it is ignored (the change it held was never acknowledged) and reported in `torn_tail`. If a
-// valid record with a newer sequence number follows it, the journal is corrupted in the middle:
-// kDataLoss.
+// unreadable record (bad magic, length or CRC) is a torn tail when no valid later record says it
+// was synced: the records after the last readable one were never all on the disk together (a
+// power cut inside the flush that would have carried them), so none of them was promised; they
+// are ignored and reported in `torn_tail`. Deferred records (CheckpointStore::ApplyDeferred) are
+// written before the earlier ones are synced, so such a flush may keep a newer record and tear
+// an older one. If a valid later record's "synced" covers the unreadable one, the disk lost data
+// it had acknowledged: the journal is corrupted in the middle, kDataLoss.
 #pragma once
 
 #include <cstddef>
@@ -65,8 +71,10 @@ JournalChange Diff(const Checkpoint& from, const Checkpoint& to);
 void ApplyJournalChange(Checkpoint& checkpoint, JournalChange change);
 
 // EncodeJournalRecord returns the record for `change` with sequence number `seq`, padded with
-// zeros to a multiple of kJournalAlign.
-std::string EncodeJournalRecord(std::uint64_t seq, const JournalChange& change);
+// zeros to a multiple of kJournalAlign. `synced_through` is the highest sequence number known to
+// be on the disk (every record up to it synced), at most seq - 1.
+std::string EncodeJournalRecord(std::uint64_t seq, std::uint64_t synced_through,
+                                const JournalChange& change);
 
 // JournalReplay is the outcome of ReplayJournal.
 struct JournalReplay {

@@ -58,7 +58,7 @@ struct StoreOptions {
   std::chrono::milliseconds compact_idle{200};
   // Compact (and sync UpdateDeferred's records) in a background thread, so the caller of the
   // change that crossed the threshold does not wait; false: compact in that caller after its
-  // change is durable, and sync deferred records only before the next change or at Flush
+  // change is durable, and sync deferred records only with the next durable change or at Flush
   // (deterministic, for tests).
   bool background_compaction = true;
 };
@@ -85,11 +85,12 @@ class CheckpointStore {
 
   // UpdateDeferred is Update whose record is written at once (every process sees it, and it
   // survives this process's crash: the page cache keeps it) but synced a moment later, by the
-  // background thread or before the next change, whichever comes first, so the caller does not
-  // wait for the disk. A power loss before that sync can lose the change: use it only for
-  // changes whose loss is safe (the kubelet plugin's PrepareCompleted: after a reboot the claim is
-  // PrepareStarted and the kubelet's repeated prepare redoes it idempotently). Records are always
-  // synced in order: a change is never written while an earlier one is unsynced.
+  // background thread (which does not hold the lock while it waits for the disk) or with the
+  // next durable change, whichever comes first: neither the caller nor the next deferred change
+  // waits for the disk. A power loss before that sync can lose the change, and with it every
+  // later change not yet synced, never an earlier one (replay keeps a prefix: journal.h). Use it
+  // only for changes whose loss is safe (the kubelet plugin's PrepareCompleted: after a reboot
+  // the claim is PrepareStarted and the kubelet's repeated prepare redoes it idempotently).
   absl::Status UpdateDeferred(const std::function<absl::Status(Checkpoint&)>& mutate);
 
   // Apply stores `change` as one record (puts replace the claim with the same UID, deletes of
@@ -159,7 +160,6 @@ class CheckpointStore {
   // WriteChangeLocked records `change` over cache_ (current, from CurrentLocked) and applies it
   // to cache_ in place.
   absl::Status WriteChangeLocked(JournalChange change, bool sync);
-  absl::Status FlushLocked();
   absl::Status CompactLocked(Checkpoint checkpoint);
   absl::Status ClearJournalLocked(std::uint64_t bytes);
   void MaybeCompactLater(bool now);
@@ -191,12 +191,16 @@ class CheckpointStore {
   std::uint64_t journal_end_ = 0;      // where the next record goes
   std::uint64_t journal_seq_ = 0;      // last sequence number (snapshot's or journal's)
   bool journal_torn_ = false;          // an unreadable last record sits at journal_end_
-  bool unsynced_ = false;              // the last record was written by UpdateDeferred, not synced
+  bool unsynced_ = false;              // a record was written by UpdateDeferred, not synced
   // Records another process (a rolling-update twin) appended since our last sync: they may be
-  // its deferred, unsynced ones. They are synced before we write after them, so that one flush
-  // never carries an older record together with a newer one (a power cut inside it could tear
-  // the older and keep the newer: damage in the middle at replay).
+  // its deferred, unsynced ones (Flush syncs them too).
   bool foreign_records_ = false;
+  // Every record up to this sequence number is known to be on the disk (our syncs, snapshots):
+  // written into each record (journal.h), so replay can tell a power cut from damage.
+  std::uint64_t synced_seq_ = 0;
+  // Counts journal reopenings and compactions: a Flush that ran outside the lock only counts
+  // for the journal it started on.
+  std::uint64_t journal_generation_ = 0;
   std::uint64_t logged_torn_at_ = ~std::uint64_t{0};  // torn tail already logged at this offset
 
   std::mutex compactor_mu_;

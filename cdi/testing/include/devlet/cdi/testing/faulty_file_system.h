@@ -28,10 +28,11 @@ namespace devlet::cdi::testing {
 // later operation fails too: the process "died" there and cleans nothing up.
 class FaultyFileSystem final : public ForwardingFileSystem {
  public:
-  int fail_at = -1;    // index of the step that fails; -1: none
-  bool crash = false;  // after the failure, every step fails (the process "died")
-  int count = 0;       // write-side steps seen so far
-  bool dead = false;   // set once a crash happened
+  // Steps may come from a store's background thread too (its sync runs outside its lock).
+  std::atomic<int> fail_at{-1};   // index of the step that fails; -1: none
+  bool crash = false;             // after the failure, every step fails (the process "died")
+  std::atomic<int> count{0};      // write-side steps seen so far
+  std::atomic<bool> dead{false};  // set once a crash happened
   // Sync, SyncDir and DataSync calls that reached the real file system (atomic: a store may sync
   // from its background thread).
   std::atomic<int> syncs{0};

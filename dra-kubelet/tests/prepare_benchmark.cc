@@ -146,6 +146,12 @@ class TimedCheckpoint final : public CheckpointStore {
     ++t_.commits;
     return inner_.Commit(puts, deletes);
   }
+  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) override {
+    Timer timer(t_.checkpoint_write);
+    ++t_.commits;
+    return inner_.CommitDeferred(puts, deletes);
+  }
 
  private:
   CheckpointStore& inner_;

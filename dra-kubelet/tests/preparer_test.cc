@@ -253,6 +253,10 @@ class CountingStore final : public CheckpointStore {
     if (n == fail_commit) return absl::ResourceExhaustedError("disk full (injected)");
     return inner_.Commit(puts, deletes);
   }
+  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) override {
+    return Commit(puts, deletes);  // counted (and held or failed) like any commit
+  }
   void WaitUntilHeld() {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [this] { return held; });

@@ -103,6 +103,12 @@ class CrashingStore final : public CheckpointStore {
     const std::string op = puts.empty() ? "checkpoint.delete" : "checkpoint.put";
     return plan_.Around(op, [&] { return inner_.Commit(puts, deletes); });
   }
+  // The same crash point for the unsynced PrepareStarted of a volatile backend.
+  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) override {
+    const std::string op = puts.empty() ? "checkpoint.delete" : "checkpoint.put";
+    return plan_.Around(op, [&] { return inner_.CommitDeferred(puts, deletes); });
+  }
 
  private:
   CheckpointStore& inner_;

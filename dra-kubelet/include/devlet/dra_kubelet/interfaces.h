@@ -259,11 +259,10 @@ class CheckpointStore {
   // is visible to every reader and survives the process being killed (it is in the page cache),
   // but a power cut or kernel crash before the flush may lose it. The preparer uses it for
   // PrepareStarted when the backend's device state does not survive a reboot either. Stores
-  // without such a mode make the change durable (the default). Removals are never deferred.
+  // without such a mode make the change durable (call Commit). Removals are never deferred. No
+  // default: a wrapper that forgot to forward it would silently make every change durable.
   virtual absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
-                                      const std::vector<std::string>& deletes) {
-    return Commit(puts, deletes);
-  }
+                                      const std::vector<std::string>& deletes) = 0;
 };
 
 // ---- Health ---------------------------------------------------------------------------------

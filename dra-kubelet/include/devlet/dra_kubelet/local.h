@@ -119,6 +119,11 @@ class FileCheckpointStore final : public CheckpointStore {
   // Commit rewrites the file once for the whole batch.
   absl::Status Commit(const std::vector<ClaimRecord>& puts,
                       const std::vector<std::string>& deletes) override;
+  // CommitDeferred is Commit: the file has no deferred mode.
+  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
+                              const std::vector<std::string>& deletes) override {
+    return Commit(puts, deletes);
+  }
 
  private:
   absl::StatusOr<std::map<std::string, ClaimRecord>> Load();

@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,7 +41,18 @@ import (
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
+// freePort returns a port nothing listens on, chosen at random below the kernel's ephemeral range
+// (32768 and up): a port the kernel hands out can be taken again, between our check and etcd's or
+// kube-apiserver's bind, by another test's runner or outgoing connection (CI runs these tests in
+// parallel).
 func freePort() int {
+	for try := 0; try < 100; try++ {
+		port := 20000 + mrand.IntN(12000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fail("free port: %v", err)
@@ -134,20 +146,31 @@ func main() {
 	}
 
 	// ---- etcd, embedded -------------------------------------------------------------------------
-	clientURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
-	peerURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
-	cfg := embed.NewConfig()
-	cfg.Name = "devlet-test"
-	cfg.Dir = filepath.Join(dir, "etcd")
-	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "error"
-	etcd, err := embed.StartEtcd(cfg)
-	if err != nil {
-		fail("etcd: %v", err)
+	// A port can still be taken between freePort and the bind: then again with other ports.
+	var etcd *embed.Etcd
+	var clientURL url.URL
+	for try := 1; ; try++ {
+		clientURL = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
+		peerURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
+		cfg := embed.NewConfig()
+		cfg.Name = "devlet-test"
+		cfg.Dir = filepath.Join(dir, "etcd")
+		cfg.ListenClientUrls = []url.URL{clientURL}
+		cfg.AdvertiseClientUrls = []url.URL{clientURL}
+		cfg.ListenPeerUrls = []url.URL{peerURL}
+		cfg.AdvertisePeerUrls = []url.URL{peerURL}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		cfg.LogLevel = "error"
+		e, err := embed.StartEtcd(cfg)
+		if err == nil {
+			etcd = e
+			break
+		}
+		if try == 5 {
+			fail("etcd: %v", err)
+		}
+		fmt.Fprintf(os.Stderr, "apiserver-runner: etcd: %v; trying other ports\n", err)
+		os.RemoveAll(cfg.Dir)
 	}
 	select {
 	case <-etcd.Server.ReadyNotify():
@@ -246,7 +269,7 @@ func main() {
 		"DEVLET_TEST_KUBECONFIG="+tokenConfig,
 		"DEVLET_TEST_KUBECONFIG_CERT="+certConfig,
 		"DEVLET_TEST_APISERVER="+server)
-	err = test.Run()
+	err := test.Run()
 	etcd.Close()
 	if err != nil {
 		if exit, ok := err.(*exec.ExitError); ok {

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -62,7 +63,16 @@ func logf(format string, args ...any) {
 		append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 }
 
+// freePort returns a port nothing listens on, chosen at random below the kernel's ephemeral range
+// (32768 and up), where other tests' outgoing connections cannot take it before our bind.
 func freePort() int {
+	for try := 0; try < 100; try++ {
+		port := 20000 + mrand.IntN(12000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fail("free port: %v", err)

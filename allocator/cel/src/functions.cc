@@ -64,8 +64,13 @@ uint64_t ReceiverTraverseCost(const Val* a, uint32_t) { return CostOf(0.1, Actua
 // startsWith/endsWith: the Kubernetes cel-go version charges the prefix/suffix traversal.
 uint64_t PrefixCost(const Val* a, uint32_t) { return CostOf(0.1, ActualSize(a[1])); }
 uint64_t ReceiverTraverse2Cost(const Val* a, uint32_t) { return CostOf(0.2, ActualSize(a[0])); }
-uint64_t ConversionCost(const Val* a, uint32_t) {
-  return IsText(a[0]) ? CostOf(0.1, ActualSize(a[0])) : 1;  // string <-> bytes traverse
+// string(bytes) and bytes(string) traverse their argument; string(string) and bytes(bytes) are
+// cel-go's identity overloads, priced 1 like every other conversion.
+uint64_t StringConversionCost(const Val* a, uint32_t) {
+  return a[0].kind == VK::kBytes ? CostOf(0.1, ActualSize(a[0])) : 1;
+}
+uint64_t BytesConversionCost(const Val* a, uint32_t) {
+  return a[0].kind == VK::kString ? CostOf(0.1, ActualSize(a[0])) : 1;
 }
 uint64_t JoinCost(const Val* a, uint32_t n) {
   if (a[0].kind != VK::kList) return 1;
@@ -1442,8 +1447,8 @@ std::vector<FunctionDef> StandardFunctions() {
       {"int", ToInt, true, false, kStd, nullptr, K::kInt, 1, 1},
       {"uint", ToUint, true, false, kStd, nullptr, K::kUint, 1, 1},
       {"double", ToDouble, true, false, kStd, nullptr, K::kDouble, 1, 1},
-      {"string", ToString, true, false, kStd, ConversionCost, K::kString, 1, 1},
-      {"bytes", ToBytes, true, false, kStd, ConversionCost, K::kBytes, 1, 1},
+      {"string", ToString, true, false, kStd, StringConversionCost, K::kString, 1, 1},
+      {"bytes", ToBytes, true, false, kStd, BytesConversionCost, K::kBytes, 1, 1},
       {"bool", ToBool, true, false, kStd, nullptr, K::kBool, 1, 1},
       {"dyn", Dyn, true, false, kStd, nullptr, K::kDyn, 1, 1},
       {"type", TypeOf, true, false, kStd, nullptr, K::kType, 1, 1},

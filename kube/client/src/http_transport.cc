@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "devlet/common/status.h"
@@ -136,6 +137,13 @@ struct Waiter {
       }
     }
   }
+
+  // WaitForTls waits for what an mbed TLS call that returned `rc` asks for (a readable or
+  // writable socket: TLS may read to write and write to read); nullopt for any other `rc`.
+  std::optional<Io> WaitForTls(int fd, int rc) {
+    if (rc != MBEDTLS_ERR_SSL_WANT_READ && rc != MBEDTLS_ERR_SSL_WANT_WRITE) return std::nullopt;
+    return Wait(fd, rc == MBEDTLS_ERR_SSL_WANT_READ ? POLLIN : POLLOUT);
+  }
 };
 
 // Conn is one connection, plain or TLS, with its read buffer.
@@ -189,11 +197,8 @@ Io ReadSome(Conn& conn, Waiter& waiter) {
       if (n == 0 || n == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || n == MBEDTLS_ERR_SSL_CONN_EOF) {
         return Io::kEof;
       }
-      if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) {
-        if (Io io = waiter.Wait(conn.fd, n == MBEDTLS_ERR_SSL_WANT_READ ? POLLIN : POLLOUT);
-            io != Io::kOk) {
-          return io;
-        }
+      if (std::optional<Io> io = waiter.WaitForTls(conn.fd, n)) {
+        if (*io != Io::kOk) return *io;
         continue;
       }
       waiter.error = MbedError(n);
@@ -224,11 +229,8 @@ Io WriteAll(Conn& conn, std::string_view data, Waiter& waiter) {
         data.remove_prefix(static_cast<std::size_t>(n));
         continue;
       }
-      if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) {
-        if (Io io = waiter.Wait(conn.fd, n == MBEDTLS_ERR_SSL_WANT_READ ? POLLIN : POLLOUT);
-            io != Io::kOk) {
-          return io;
-        }
+      if (std::optional<Io> io = waiter.WaitForTls(conn.fd, n)) {
+        if (*io != Io::kOk) return *io;
         continue;
       }
       waiter.error = MbedError(n);
@@ -486,8 +488,8 @@ class HttpTransport final : public Transport {
     for (;;) {
       const int rc = mbedtls_ssl_handshake(ssl);
       if (rc == 0) break;
-      if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
-        const Io io = waiter.Wait(conn->fd, rc == MBEDTLS_ERR_SSL_WANT_READ ? POLLIN : POLLOUT);
+      if (std::optional<Io> waited = waiter.WaitForTls(conn->fd, rc)) {
+        const Io io = *waited;
         if (io == Io::kCancelled) return fail(TransportError::kAborted, "cancelled");
         if (io == Io::kTimeout) {
           return fail(TransportError::kTimeout, "TLS handshake with " + where + ": timed out");

@@ -59,9 +59,11 @@ TEST(AgentApiServerTest, WaitsForTheNodeOwnsItsSlicesByItAndRepairsThem) {
                                       {"kind", "Node"},
                                       {"metadata", {{"name", "node-1"}, {"uid", "node-uid-1"}}}});
   std::vector<kube::ResourceSlice> slices;
+  // The agent records the Node as found when its publish returns, a moment after the API
+  // server holds the slices: wait for both.
   testing::Eventually([&] {
     slices = Slices(*store);
-    return !slices.empty();
+    return !slices.empty() && agent->Status().node_found;
   });
   ASSERT_FALSE(slices.empty()) << "no slices within 10 s of the Node appearing";
   EXPECT_TRUE(agent->Status().node_found);

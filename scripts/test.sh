@@ -17,23 +17,39 @@ for arg in "$@"; do
   esac
 done
 
+start=$SECONDS
+phase_start=$SECONDS
+# phase NAME: prints the time the previous phase took, then starts NAME (CI's budget is per phase).
+phase() {
+  if [[ -n ${phase_name:-} ]]; then
+    echo "== ${phase_name}: $((SECONDS - phase_start)) s (total $((SECONDS - start)) s) =="
+  fi
+  phase_name=$1
+  phase_start=$SECONDS
+  [[ -n $1 ]] && echo "== $1 =="
+  return 0
+}
+trap 'phase ""' EXIT
+
+phase "install dependencies"
 bash scripts/install-deps.sh
 jobs=${DEVLET_JOBS:-$(nproc)}
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 
-echo "== build (RelWithDebInfo) =="
+phase "build (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEVLET_ONLY_MODULES= \
   -DDEVLET_BUILD_TESTS=ON -DDEVLET_BUILD_BENCHMARKS=ON -DDEVLET_BUILD_INTEGRATION=ON >/dev/null
 cmake --build build -j "$jobs"
-echo "== tests =="
+phase "tests"
 ctest --test-dir build --output-on-failure -j "$jobs" "${ctest_args[@]}"
 
 if ((fast == 0)); then
-  echo "== unit tests under ASan+UBSan =="
+  phase "build under ASan+UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDEVLET_ONLY_MODULES= -DDEVLET_BUILD_BENCHMARKS=OFF \
     -DDEVLET_BUILD_INTEGRATION=OFF \
     "-DDEVLET_SANITIZE=address;undefined" >/dev/null
   cmake --build build-asan -j "$jobs"
+  phase "unit tests under ASan+UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "${ctest_args[@]}"
 fi

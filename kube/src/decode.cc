@@ -44,8 +44,15 @@ struct Ctx {
   bool yaml = false;
 };
 
+// Paths hold keys from the input, and messages can quote input: both are escaped and cut, so that
+// a NUL or a 100 KB key reaches no log raw or whole.
+constexpr std::size_t kMaxPathInMessage = 256;
+constexpr std::size_t kMaxMessage = 1024;
+
 absl::Status FieldError(const std::string& path, std::string_view message) {
-  return InvalidArgument((path.empty() ? std::string() : path + ": ") + std::string(message));
+  return InvalidArgument(
+      (path.empty() ? std::string() : internal::EscapeForMessage(path, kMaxPathInMessage) + ": ") +
+      internal::EscapeForMessage(message, kMaxMessage));
 }
 
 absl::Status TypeError(const std::string& path, std::string_view expected, const Json& got) {
@@ -314,7 +321,8 @@ class Fields {
       if (extra != nullptr) {
         rest[it.key()] = it.value();
       } else if (ctx_.strict) {
-        return InvalidArgument("unknown field \"" + Child(path_, it.key()) + "\"");
+        return InvalidArgument("unknown field " + internal::QuoteForMessage(Child(path_, it.key()),
+                                                                            kMaxPathInMessage));
       }
     }
     if (extra != nullptr) {
@@ -1035,7 +1043,8 @@ class Dispatcher {
       return InvalidArgument(prefix + "object has no kind");
     }
     if (api_version.empty()) {
-      return InvalidArgument(prefix + kind + ": object has no apiVersion");
+      return InvalidArgument(prefix + internal::EscapeForMessage(kind, 128) +
+                             ": object has no apiVersion");
     }
     const bool is_list = kind == "List" || (kind.size() > 4 && kind.ends_with("List"));
     if (is_list) {
@@ -1047,8 +1056,8 @@ class Dispatcher {
         return absl::OkStatus();
       }
       if (!items->is_array()) {
-        return InvalidArgument(prefix + kind + ": items: expected a list, got " +
-                               internal::TypeName(*items));
+        return InvalidArgument(prefix + internal::EscapeForMessage(kind, 128) +
+                               ": items: expected a list, got " + internal::TypeName(*items));
       }
       // Items of a typed list (ResourceClaimList) may omit apiVersion and kind.
       const std::string item_kind = kind == "List" ? "" : kind.substr(0, kind.size() - 4);
@@ -1082,14 +1091,17 @@ class Dispatcher {
   absl::Status Object(Json& j, const std::string& prefix, const std::string& api_version,
                       const std::string& kind) {
     std::string_view version;
-    const std::string described = kind + " \"" + NameForMessage(j) + "\": ";
+    const std::string described = internal::EscapeForMessage(kind, 128) + " " +
+                                  internal::QuoteForMessage(NameForMessage(j)) + ": ";
     if (IsResourceVersion(api_version, &version)) {
       const bool alpha_ok = kind == "DeviceTaintRule";
       if (version == "v1alpha3" && !alpha_ok) {
-        return InvalidArgument(prefix + described + "resource.k8s.io/v1alpha3 has no " + kind);
+        return InvalidArgument(prefix + described + "resource.k8s.io/v1alpha3 has no " +
+                               internal::EscapeForMessage(kind, 128));
       }
       if (kind == "DeviceTaintRule" && version == "v1beta1") {
-        return InvalidArgument(prefix + described + "resource.k8s.io/v1beta1 has no " + kind);
+        return InvalidArgument(prefix + described + "resource.k8s.io/v1beta1 has no " +
+                               internal::EscapeForMessage(kind, 128));
       }
       ConvertToV1(version, kind, j);
       if (kind == "DeviceClass")
@@ -1112,9 +1124,9 @@ class Dispatcher {
     if (options_.skip_unknown_kinds) {
       return absl::OkStatus();
     }
-    return InvalidArgument(prefix + "unsupported object kind \"" + kind + "\" (apiVersion \"" +
-                           api_version +
-                           "\"); expected resource.k8s.io/v1, v1beta2 or v1beta1 DeviceClass, "
+    return InvalidArgument(prefix + "unsupported object kind " + internal::QuoteForMessage(kind) +
+                           " (apiVersion " + internal::QuoteForMessage(api_version) +
+                           "); expected resource.k8s.io/v1, v1beta2 or v1beta1 DeviceClass, "
                            "ResourceSlice, ResourceClaim, ResourceClaimTemplate, "
                            "DeviceTaintRule, or v1 Node or Pod");
   }
@@ -1139,7 +1151,8 @@ class Dispatcher {
 };
 
 std::string SourcePrefix(const DecodeOptions& options) {
-  return options.source.empty() ? std::string() : options.source + ": ";
+  return options.source.empty() ? std::string()
+                                : internal::EscapeForMessage(options.source, 1024) + ": ";
 }
 
 absl::Status CheckSize(std::string_view data, const DecodeOptions& options) {

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "devlet/common/strings.h"
 #include "devlet/kube/codec.h"
 #include "json_util.h"
 
@@ -850,7 +851,7 @@ ObjectMeta& MetadataOf(Object& object) {
 std::string Describe(const Object& object) {
   const ObjectMeta& meta = MetadataOf(object);
   std::string name = meta.namespace_.empty() ? meta.name : meta.namespace_ + "/" + meta.name;
-  return std::string(KindOf(object)) + " \"" + name + "\"";
+  return std::string(KindOf(object)) + " " + GoQuote(name);  // names can hold any byte
 }
 
 }  // namespace devlet::kube

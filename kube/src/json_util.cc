@@ -1,5 +1,6 @@
 #include "json_util.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/exceptions.h"
 #include "yaml-cpp/mark.h"
@@ -126,13 +128,220 @@ absl::Status CheckJsonDepth(std::string_view text, int max_depth) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// AppendKey and AppendIndex build field paths the way Kubernetes' strict decoding errors write them
+// ("spec.items[2].name").
+void AppendKey(std::string& path, std::string_view key) {
+  if (!path.empty()) {
+    path += '.';
+  }
+  path += key;
+}
+
+void AppendIndex(std::string& path, std::size_t index) {
+  path += '[';
+  path += std::to_string(index);
+  path += ']';
+}
+
+// JsonSaxBuilder builds the tree from nlohmann's SAX events. nlohmann's own DOM builder lets a
+// repeated key overwrite the first silently; this one rejects it with its path, as Kubernetes'
+// strict decoding does. Each member is placed with one O(1) emplace (IndexedOrderedMap).
+class JsonSaxBuilder {
+ public:
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
+
+  Json& root() { return root_; }
+
+  const std::string& error() const { return error_; }
+
+  bool null() { return Put(Json()); }
+
+  bool boolean(bool value) { return Put(Json(value)); }
+
+  bool number_integer(number_integer_t value) { return Put(Json(value)); }
+
+  bool number_unsigned(number_unsigned_t value) { return Put(Json(value)); }
+
+  bool number_float(number_float_t value, const string_t&) { return Put(Json(value)); }
+
+  bool string(string_t& value) { return Put(Json(std::move(value))); }
+
+  bool binary(binary_t&) {
+    error_ = "invalid JSON: binary values are not JSON";  // only the binary formats send these
+    return false;
+  }
+
+  bool start_object(std::size_t) { return Open(Json::object()); }
+
+  bool start_array(std::size_t) { return Open(Json::array()); }
+
+  bool end_object() { return Close(); }
+
+  bool end_array() { return Close(); }
+
+  bool key(string_t& key) {
+    Frame& frame = stack_.back();
+    auto [it, inserted] = frame.value->get_ref<Json::object_t&>().emplace(std::move(key), Json());
+    if (!inserted) {
+      std::string path = Path();
+      AppendKey(path, it->first);
+      error_ = "invalid JSON: duplicate field " + QuoteForMessage(path);
+      return false;
+    }
+    frame.member = &it->second;
+    frame.key = &it->first;
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string& last_token,
+                   const nlohmann::detail::exception& e) {
+    std::string message = StripNlohmannPrefix(e.what());
+    // The lexer quotes the whole offending token, which can be a 100 KB number: shorten it.
+    if (last_token.size() > 64) {
+      const std::size_t at = message.find(last_token);
+      if (at != std::string::npos) {
+        message.replace(
+            at, last_token.size(),
+            last_token.substr(0, 32) + "...(" + std::to_string(last_token.size()) + " bytes)");
+      }
+    }
+    error_ = "invalid JSON: " + EscapeForMessage(message);
+    return false;
+  }
+
+ private:
+  struct Frame {
+    Json* value = nullptr;             // the open object or array
+    Json* member = nullptr;            // objects: where the value of the last key goes
+    const std::string* key = nullptr;  // objects: the last key (for paths in errors)
+  };
+
+  // Path names the position of the value being read, for errors.
+  std::string Path() const {
+    std::string path;
+    for (std::size_t i = 0; i < stack_.size(); ++i) {
+      const Frame& frame = stack_[i];
+      const bool last = i + 1 == stack_.size();
+      if (frame.value->is_array()) {
+        if (!last) {
+          AppendIndex(path, frame.value->size() - 1);
+        }
+      } else if (!last && frame.key != nullptr) {
+        AppendKey(path, *frame.key);
+      }
+    }
+    return path;
+  }
+
+  // Place puts a finished value where it belongs and returns where it now lives.
+  Json* Place(Json&& value) {
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    Frame& frame = stack_.back();
+    if (frame.value->is_array()) {
+      frame.value->push_back(std::move(value));
+      return &frame.value->back();
+    }
+    *frame.member = std::move(value);
+    return frame.member;
+  }
+
+  bool Put(Json&& value) {
+    Place(std::move(value));
+    return true;
+  }
+
+  bool Open(Json&& container) {
+    stack_.push_back(Frame{Place(std::move(container))});
+    return true;
+  }
+
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  Json root_;
+  std::vector<Frame> stack_;
+  std::string error_;
+};
+
+}  // namespace
+
 absl::StatusOr<Json> ParseJson(std::string_view text, const Limits& limits) {
   DEVLET_RETURN_IF_ERROR(CheckJsonDepth(text, limits.max_depth));
+  JsonSaxBuilder builder;
   try {
-    return Json::parse(text.begin(), text.end());
+    if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
+      return InvalidArgument(builder.error().empty() ? std::string("invalid JSON")
+                                                     : builder.error());
+    }
   } catch (const std::exception& e) {
-    return InvalidArgument("invalid JSON: " + StripNlohmannPrefix(e.what()));
+    return InvalidArgument("invalid JSON: " + EscapeForMessage(StripNlohmannPrefix(e.what())));
   }
+  return std::move(builder.root());
+}
+
+namespace {
+
+// AppendEscaped appends `text` with control bytes and invalid UTF-8 escaped (\n, \t, \r, \xNN).
+void AppendEscaped(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    if (c >= 0x80) {
+      // Keep a well-formed UTF-8 sequence as it is.
+      const std::size_t n = (c & 0xE0) == 0xC0   ? 2
+                            : (c & 0xF0) == 0xE0 ? 3
+                            : (c & 0xF8) == 0xF0 ? 4
+                                                 : 0;
+      if (n > 0 && i + n <= text.size() && IsValidUtf8(text.substr(i, n))) {
+        out.append(text.substr(i, n));
+        i += n - 1;
+        continue;
+      }
+    }
+    out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : "";
+    if (c != '\n' && c != '\t' && c != '\r') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+}
+
+}  // namespace
+
+std::string QuoteForMessage(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return GoQuote(text);
+  }
+  std::string out = GoQuote(text.substr(0, max_bytes));
+  out.insert(out.size() - 1, "...");
+  out += " (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+std::string EscapeForMessage(std::string_view text, std::size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
+  AppendEscaped(out, text.substr(0, std::min(text.size(), max_bytes)));
+  if (text.size() > max_bytes) {
+    out += "...(" + std::to_string(text.size()) + " bytes)";
+  }
+  return out;
 }
 
 std::string DumpJson(const Json& json, int indent) {
@@ -355,6 +564,20 @@ class JsonBuilder : public YAML::EventHandler {
     std::size_t nodes = 1;
   };
 
+  // Path names the map or list being filled (the top of the stack), for errors.
+  std::string Path() const {
+    std::string path;
+    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
+      const Frame& frame = stack_[i];
+      if (frame.value.is_array()) {
+        AppendIndex(path, frame.value.size());
+      } else if (frame.key) {
+        AppendKey(path, frame.merge ? std::string_view("<<") : std::string_view(*frame.key));
+      }
+    }
+    return path;
+  }
+
   [[noreturn]] void Fail(const std::string& message) {
     throw YamlStop{"invalid YAML" + At(mark_) + ": " + message};
   }
@@ -430,11 +653,12 @@ class JsonBuilder : public YAML::EventHandler {
         parent.merge = true;
         return;
       }
-      if (parent.value.contains(*raw)) {
-        if (parent.merged.erase(*raw) == 0) {
-          Fail("key \"" + *raw + "\" appears twice");
-        }
-        parent.value.erase(*raw);  // an explicit key overrides a merged one
+      // An explicit key overrides a merged one (in its place: Kubernetes' YAML reader keeps no
+      // order at all, and erasing would cost O(N) per key); any other repeat is an error.
+      if (parent.value.contains(*raw) && parent.merged.erase(*raw) == 0) {
+        std::string path = Path();
+        AppendKey(path, *raw);
+        Fail("duplicate field " + QuoteForMessage(path));
       }
       parent.key = *raw;
       return;

@@ -1988,7 +1988,7 @@ absl::Status ToStatus(const FieldErrors& errors, std::string_view kind, std::str
     if (seen.insert(m).second)
       messages.push_back(std::move(m));
   }
-  std::string text = std::string(kind) + " \"" + std::string(name) + "\" is invalid: ";
+  std::string text = std::string(kind) + " " + GoQuote(name) + " is invalid: ";  // Go: %q
   if (messages.size() == 1) {
     text += messages[0];
   } else {

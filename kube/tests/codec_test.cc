@@ -495,7 +495,7 @@ TEST(DecodeErrorTest, SyntaxErrors) {
   EXPECT_THAT(DecodeError("a: [1, 2\nb: c\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid YAML at line")));
   EXPECT_THAT(DecodeError("a: 1\na: 2\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key \"a\" appears twice")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate field \"a\"")));
   EXPECT_THAT(DecodeError("? [a]\n: 1\n"), StatusIs(absl::StatusCode::kInvalidArgument,
                                                     HasSubstr("mapping keys must be strings")));
   EXPECT_THAT(DecodeError("a: .nan\n"),

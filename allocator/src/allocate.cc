@@ -20,6 +20,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -243,7 +244,7 @@ class Search {
   void ConstraintRemove(ConstraintState& c, const ReqData& r);
   static bool ConstraintApplies(const ConstraintState& c, const ReqData& r);
   void Note(const ReqData& r, const CompiledDevice& d, const PoolView& p, std::string verdict);
-  absl::Status CheckInterrupt();
+  absl::Status CheckInterrupt(int claim);
 
   const SnapshotImpl& snap_;
   const Features& features_;
@@ -276,7 +277,10 @@ class Search {
     std::vector<GroupUndo> groups;
   };
   std::vector<std::vector<Undo>> undo_;
-  std::set<std::pair<std::string, std::string>> noted_;
+  // --explain: the candidate entry of each (request name, device) noted so far. Keyed by the
+  // device's key, not its text, so that a search that backtracks a million times does not build
+  // a million strings.
+  std::map<std::pair<std::string_view, KeyId>, size_t> noted_;
   // Derived attribute values of this call, per (device, expression): upstream evaluates each
   // expression at most once per device and Allocate call, whichever name or request uses it.
   std::map<std::pair<KeyId, std::string>, std::unique_ptr<CompiledAttribute>, std::less<>>
@@ -284,7 +288,17 @@ class Search {
   int64_t steps_ = 0;
 };
 
-absl::Status Search::CheckInterrupt() {
+// FormatBudget writes a timeout as people write it: "10s", "1.5s", "250ms".
+std::string FormatBudget(std::chrono::milliseconds timeout) {
+  const int64_t ms = timeout.count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3g", static_cast<double>(ms) / 1000.0);
+  return std::string(buf) + "s";
+}
+
+absl::Status Search::CheckInterrupt(int claim) {
   // Upstream checks its context on every allocateOne call; reading the clock that often costs
   // more than a step, so we look on the first step (an expired or cancelled search never starts,
   // as upstream) and then every 64.
@@ -293,8 +307,16 @@ absl::Status Search::CheckInterrupt() {
     return Cancelled("filter operation aborted: context canceled");
   }
   if (options_.deadline && std::chrono::steady_clock::now() > *options_.deadline) {
+    // The claim being searched when time ran out (the last one once all are placed).
+    const int shown = std::min(claim, static_cast<int>(claims_.size()) - 1);
+    const std::string label = shown >= 0 ? claims_[shown].label : "";
+    if (options_.timeout.count() > 0) {
+      return DeadlineExceeded("node " + node_.metadata.name + ": timed out after " +
+                              FormatBudget(options_.timeout) + " while allocating claim " +
+                              label);
+    }
     return DeadlineExceeded("node " + node_.metadata.name +
-                            ": timed out trying to allocate devices");
+                            ": timed out trying to allocate devices for claim " + label);
   }
   return absl::OkStatus();
 }
@@ -302,9 +324,10 @@ absl::Status Search::CheckInterrupt() {
 void Search::Note(const ReqData& r, const CompiledDevice& d, const PoolView& p,
                   std::string verdict) {
   if (options_.explain == nullptr) return;
-  std::string device = p.id + "/" + d.name;
-  if (!noted_.insert({r.full_name, device}).second) return;
-  options_.explain->candidates.push_back({r.full_name, std::move(device), std::move(verdict)});
+  auto [it, inserted] =
+      noted_.try_emplace({r.full_name, d.key}, options_.explain->candidates.size());
+  if (!inserted) return;
+  options_.explain->candidates.push_back({r.full_name, p.id + "/" + d.name, std::move(verdict)});
 }
 
 absl::StatusOr<ReqData> Search::ValidateRequest(const ClaimData& claim, int request_index,
@@ -567,6 +590,7 @@ absl::StatusOr<bool> Search::Selectable(const ReqData& r, const ClaimData& claim
   if (state == kMemoUnknown) {
     state = kMemoYes;
     std::optional<MemoError> error;
+    bool interrupted_by_cancel = false;
     cel::dra::MatchOptions match_options;
     match_options.deadline = options_.deadline;
     match_options.cancelled = options_.cancelled;
@@ -584,6 +608,7 @@ absl::StatusOr<bool> Search::Selectable(const ReqData& r, const ClaimData& claim
           if (match.status().code() == absl::StatusCode::kDeadlineExceeded ||
               match.status().code() == absl::StatusCode::kCancelled) {
             // Interrupted: do not memoize.
+            interrupted_by_cancel = match.status().code() == absl::StatusCode::kCancelled;
             error = MemoError{from_class, -1, Message(match.status())};
             state = kMemoUnknown;
             return;
@@ -608,8 +633,15 @@ absl::StatusOr<bool> Search::Selectable(const ReqData& r, const ClaimData& claim
     eval(r.selectors->class_selectors, true);
     if (state == kMemoYes) eval(r.selectors->request_selectors, false);
     if (state == kMemoUnknown) {
+      if (interrupted_by_cancel) return Cancelled("filter operation aborted: context canceled");
+      if (options_.timeout.count() > 0) {
+        return DeadlineExceeded("node " + node_.metadata.name + ": timed out after " +
+                                FormatBudget(options_.timeout) + " while allocating claim " +
+                                claim.label + " (evaluating a selector: " + error->message + ")");
+      }
       return DeadlineExceeded("node " + node_.metadata.name +
-                              ": timed out trying to allocate devices: " + error->message);
+                              ": timed out trying to allocate devices for claim " + claim.label +
+                              ": " + error->message);
     }
     if (state == kMemoError) slice.RecordError(r.selectors->id, ref.device, *error);
     memo[ref.device].store(state, std::memory_order_release);
@@ -1153,13 +1185,9 @@ void Search::Deallocate(int claim) {
   const ReqData& r = *entry.request;
   const CompiledDevice& device = *entry.device;
   if (options_.explain != nullptr) {
-    std::string id = entry.pool->id + "/" + device.name;
-    for (auto it = options_.explain->candidates.rbegin(); it != options_.explain->candidates.rend();
-         ++it) {
-      if (it->request == r.full_name && it->device == id && it->verdict == "selected") {
-        it->verdict = "selected, then released when the search backtracked";
-        break;
-      }
+    if (auto it = noted_.find({r.full_name, device.key}); it != noted_.end()) {
+      std::string& verdict = options_.explain->candidates[it->second].verdict;
+      if (verdict == "selected") verdict = "selected, then released when the search backtracked";
     }
   }
   if (undo.capacity) {
@@ -1188,7 +1216,7 @@ void Search::Deallocate(int claim) {
 absl::StatusOr<Step> Search::AllocateOne(int claim, int request, int sub, int device_index,
                                          bool in_sub, DeviceRef start) {
   ++steps_;
-  DEVLET_RETURN_IF_ERROR(CheckInterrupt());
+  DEVLET_RETURN_IF_ERROR(CheckInterrupt(claim));
   if (claim >= static_cast<int>(claims_.size())) return Step::kDone;
   ClaimData& cd = claims_[claim];
   if (request >= static_cast<int>(cd.requests.size())) {
@@ -1267,7 +1295,12 @@ absl::StatusOr<Step> Search::AllocateOne(int claim, int request, int sub, int de
         if (next.ok() && *next == Step::kDone) return Step::kDone;
         Deallocate(claim);
         if (!next.ok()) return next.status();
-        // kFail and kMaxSize: try the next device (upstream ignores the signal here).
+        // kMaxSize depends only on how many results the claim holds, not on which device this
+        // slot took: every other device here ends the same way, so give up on this request at
+        // once (upstream returns errAllocationResultMaxSizeExceeded from here too). Trying them
+        // walks every combination of the request's devices first (issue 16: 34 devices, a
+        // firstAvailable of [31, else 1] beside a request for 2 ran for minutes).
+        if (*next == Step::kMaxSize) return Step::kMaxSize;
       }
     }
   }

@@ -1,6 +1,7 @@
 // allocdiff: the upstream peer of devlet's allocator (k8s.io/dynamic-resource-allocation v0.37.2).
 //
 //	allocdiff cases -seed 1 -count 300 -dir OUT   # seeded problems + upstream's outcome, one JSON per case
+//	allocdiff cases -adversarial ...              # the same from the adversarial families
 //	allocdiff run FILE NODE [GATES]               # upstream's outcome for a List of objects
 //	allocdiff bench -nodes 500 -pods 5000 -workload W.json -stats S.json
 //
@@ -39,6 +40,7 @@ func main() {
 		count := fs.Int("count", 100, "number of cases")
 		dir := fs.String("dir", ".", "output directory")
 		gates := fs.String("gates", "", "feature gates (A=true,B=false); any alpha allocator gate on also makes the generator use derived attributes and compatibility groups")
+		adversarial := fs.Bool("adversarial", false, "draw from the adversarial families (adversarial.go) instead of the random generator")
 		_ = fs.Parse(os.Args[2:])
 		features := defaultFeatures
 		if *gates != "" {
@@ -54,14 +56,20 @@ func main() {
 		}
 		cache := newCache()
 		for i := 0; i < *count; i++ {
-			list := generateCase(ctx, *seed, i, cache, features, alpha)
+			var list []byte
+			family := "random"
+			if *adversarial {
+				list, family = generateAdversarial(*seed, i)
+			} else {
+				list = generateCase(ctx, *seed, i, cache, features, alpha)
+			}
 			c, err := decodeList(list)
 			if err != nil {
 				fail(err)
 			}
-			out := runUpstreamWith(ctx, c, "node-1", cache, features)
+			out := timeUpstream(ctx, c, "node-1", cache, features)
 			data, err := json.Marshal(map[string]any{
-				"seed": *seed, "index": i, "node": "node-1", "gates": *gates,
+				"seed": *seed, "index": i, "node": "node-1", "gates": *gates, "family": family,
 				"objects": json.RawMessage(list), "upstream": out,
 			})
 			if err != nil {

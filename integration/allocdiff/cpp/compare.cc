@@ -1,11 +1,23 @@
 // allocdiff_compare: devlet's allocator against the upstream Go allocator (the `allocdiff` peer).
 //
 //   allocdiff_compare cases --peer PATH [--seed 1] [--count 300] [--keep DIR] [--gates A=true,..]
+//                     [--adversarial] [--slow-factor 2] [--slow-floor-ms 2]
 //     The peer generates seeded problems and solves them; we solve the same objects and fail on
 //     any disagreement in outcome (allocated / unschedulable / error) or, when allocated, in the
 //     chosen devices, configs and node selectors (upstream's first-fit order defines them).
 //     With --gates both sides run with those gates; an alpha allocator gate on
 //     (DRADerivedAttributes, DRADeviceCompatibilityGroups) also makes the generator use it.
+//     Speed: each case is also timed on both sides (upstream: NewAllocator + Allocate; ours:
+//     Scenario::FromObjects + AllocateOn, what devlet-alloc runs), and a case where we are slower
+//     than --slow-factor (2) times upstream and slower than --slow-floor-ms (2 ms, below which
+//     scheduling noise dominates) fails as SLOW, after two more measurements to rule noise out.
+//     Our search gets a deadline of 20x upstream's time (at least 2 s), so a case that explodes
+//     fails instead of hanging the run.
+//   allocdiff_compare cases --adversarial --peer PATH [--seed 1] [--count 60]
+//     The same over the adversarial families (integration/allocdiff/adversarial.go): the
+//     32-results limit, firstAvailable near it, unsatisfiable matchAttribute over identical
+//     devices, All over 128 devices, eight requests under one matchAttribute, counters that run
+//     out at the last device.
 //   allocdiff_compare casefiles --peer PATH --dir allocator/tests/cases
 //     Every allocator case file that upstream can run as is (no Pod, no DeviceTaintRule, no
 //     allocated-state fixtures, no interrupt) goes to the peer with its gates; the peer's
@@ -86,7 +98,59 @@ struct Args {
   std::string mode, peer, keep, dir, gates;
   int64_t seed = 1;
   int count = 300, nodes = 500, pods = 5000;
+  bool adversarial = false;
+  double slow_factor = 2.0;
+  double slow_floor_ms = 2.0;
 };
+
+// Ours is one run of devlet's side of a case: the outcome and how long it took.
+struct Ours {
+  std::string kind, detail;
+  Json results = Json::array();
+  int64_t nanos = 0;
+};
+
+Ours RunOurs(const Json& c, const std::string& file, const Features& features,
+             std::chrono::nanoseconds budget) {
+  Ours ours;
+  auto objects = kube::DecodeJson(c["objects"].dump(), {.source = file});
+  if (!objects.ok()) {
+    ours.kind = "error";
+    ours.detail = Message(objects.status());
+    return ours;
+  }
+  // Timed from the decoded objects to the answer, as upstream's NewAllocator + Allocate.
+  const auto start = std::chrono::steady_clock::now();
+  auto scenario = Scenario::FromObjects(std::move(*objects), features, /*validate=*/false);
+  if (!scenario.ok()) {
+    ours.nanos = (std::chrono::steady_clock::now() - start).count();
+    ours.kind = "error";
+    ours.detail = Message(scenario.status());
+    return ours;
+  }
+  AllocateOptions options;
+  options.deadline = start + budget;
+  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(budget);
+  NodeOutcome out = scenario->AllocateOn(c["node"].get<std::string>(), options);
+  ours.nanos = (std::chrono::steady_clock::now() - start).count();
+  switch (out.outcome.kind) {
+    case AllocateOutcome::Kind::kAllocated:
+      ours.kind = "allocated";
+      for (const auto& claim : out.claims) {
+        ours.results.push_back(Json::parse(kube::EncodeJson(claim))["status"]["allocation"]);
+      }
+      break;
+    case AllocateOutcome::Kind::kUnschedulable:
+      ours.kind = "unschedulable";
+      ours.detail = out.outcome.reason;
+      break;
+    case AllocateOutcome::Kind::kError:
+      ours.kind = "error";
+      ours.detail = Message(out.outcome.status);
+      break;
+  }
+  return ours;
+}
 
 int Cases(const Args& args) {
   std::string dir = args.keep.empty()
@@ -104,51 +168,38 @@ int Cases(const Args& args) {
     features = *parsed;
   }
   if (RunPeer(args.peer + " cases -seed " + std::to_string(args.seed) + " -count " +
-              std::to_string(args.count) + " -dir " + dir + " -gates '" + args.gates + "'") != 0) {
+              std::to_string(args.count) + " -dir " + dir + " -gates '" + args.gates + "'" +
+              (args.adversarial ? " -adversarial" : "")) != 0) {
     return 2;
   }
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
   std::sort(files.begin(), files.end());
   std::map<std::string, int> kinds;
-  int mismatches = 0;
+  int mismatches = 0, slow = 0, upstream_timeouts = 0;
+  // The slowest case relative to upstream (over the floor), for the summary line.
+  double worst_ratio = 0;
+  std::string worst_case;
+  int64_t ours_total = 0, theirs_total = 0;
   for (const std::string& file : files) {
     Json c = Json::parse(ReadFile(file));
     std::string upstream_kind = c["upstream"]["kind"];
     kinds[upstream_kind]++;
-    auto objects = kube::DecodeJson(c["objects"].dump(), {.source = file});
-    std::string ours_kind;
-    std::string detail;
-    Json ours_results = Json::array();
-    if (!objects.ok()) {
-      ours_kind = "error";
-      detail = Message(objects.status());
-    } else {
-      auto scenario = Scenario::FromObjects(std::move(*objects), features, /*validate=*/false);
-      if (!scenario.ok()) {
-        ours_kind = "error";
-        detail = Message(scenario.status());
-      } else {
-        AllocateOptions options;
-        NodeOutcome out = scenario->AllocateOn(c["node"].get<std::string>(), options);
-        switch (out.outcome.kind) {
-          case AllocateOutcome::Kind::kAllocated:
-            ours_kind = "allocated";
-            for (const auto& claim : out.claims) {
-              ours_results.push_back(Json::parse(kube::EncodeJson(claim))["status"]["allocation"]);
-            }
-            break;
-          case AllocateOutcome::Kind::kUnschedulable:
-            ours_kind = "unschedulable";
-            detail = out.outcome.reason;
-            break;
-          case AllocateOutcome::Kind::kError:
-            ours_kind = "error";
-            detail = Message(out.outcome.status);
-            break;
-        }
-      }
+    const std::string family = c.value("family", "random");
+    if (upstream_kind == "timeout") {
+      // A draw too hard for upstream itself (its own budget ran out): nothing to compare.
+      ++upstream_timeouts;
+      std::cerr << "SKIP " << file << " (" << family << "): " << c["upstream"].value("error", "")
+                << "\n";
+      continue;
     }
+    const int64_t theirs_nanos = c["upstream"].value("nanos", int64_t{0});
+    const auto budget =
+        std::max<std::chrono::nanoseconds>(std::chrono::seconds(2),
+                                           std::chrono::nanoseconds(theirs_nanos) * 20);
+    Ours ours = RunOurs(c, file, features, budget);
+    const std::string& ours_kind = ours.kind;
+    std::string detail = ours.detail;
     bool same = ours_kind == upstream_kind;
     if (same && ours_kind == "error") {
       // Derived attribute errors are worded exactly as upstream's (names, device, CEL text).
@@ -160,27 +211,68 @@ int Cases(const Args& args) {
     }
     if (same && ours_kind == "allocated") {
       const Json& theirs = c["upstream"]["results"];
-      same = theirs.size() == ours_results.size();
+      same = theirs.size() == ours.results.size();
       for (size_t i = 0; same && i < theirs.size(); ++i) {
-        same = Canonical(theirs[i]) == Canonical(ours_results[i]);
+        same = Canonical(theirs[i]) == Canonical(ours.results[i]);
       }
       if (!same) {
-        detail = "upstream: " + theirs.dump() + "\nours:     " + ours_results.dump();
+        detail = "upstream: " + theirs.dump() + "\nours:     " + ours.results.dump();
       }
     }
     if (!same) {
       ++mismatches;
-      std::cerr << "MISMATCH " << file << ": upstream " << upstream_kind << " ("
-                << c["upstream"].value("error", "") << "), ours " << ours_kind << "\n  "
+      std::cerr << "MISMATCH " << file << " (" << family << "): upstream " << upstream_kind
+                << " (" << c["upstream"].value("error", "") << "), ours " << ours_kind << "\n  "
                 << detail << "\n";
+      continue;
+    }
+    // Speed: slower than slow_factor x upstream and above the floor fails, if it holds on two
+    // more measurements (the fastest counts, as on the peer's side).
+    const double floor_nanos = args.slow_floor_ms * 1e6;
+    auto too_slow = [&](int64_t nanos) {
+      return static_cast<double>(nanos) > floor_nanos &&
+             static_cast<double>(nanos) > args.slow_factor * static_cast<double>(theirs_nanos);
+    };
+    for (int again = 0; again < 2 && too_slow(ours.nanos); ++again) {
+      ours.nanos = std::min(ours.nanos, RunOurs(c, file, features, budget).nanos);
+    }
+    ours_total += ours.nanos;
+    theirs_total += theirs_nanos;
+    if (static_cast<double>(ours.nanos) > floor_nanos && theirs_nanos > 0) {
+      const double ratio = static_cast<double>(ours.nanos) / static_cast<double>(theirs_nanos);
+      if (ratio > worst_ratio) {
+        worst_ratio = ratio;
+        worst_case = file;
+      }
+    }
+    if (too_slow(ours.nanos)) {
+      ++slow;
+      char line[256];
+      std::snprintf(line, sizeof line, "ours %.3f ms, upstream %.3f ms (%.1fx, limit %.1fx)",
+                    static_cast<double>(ours.nanos) / 1e6,
+                    static_cast<double>(theirs_nanos) / 1e6,
+                    static_cast<double>(ours.nanos) / static_cast<double>(std::max<int64_t>(theirs_nanos, 1)),
+                    args.slow_factor);
+      std::cerr << "SLOW " << file << " (" << family << "): " << line << "\n";
     }
   }
   std::cout << "allocdiff: " << files.size() << " cases (seed " << args.seed
             << (args.gates.empty() ? "" : ", gates " + args.gates) << "): ";
   for (const auto& [k, n] : kinds) std::cout << k << "=" << n << " ";
-  std::cout << "mismatches=" << mismatches << "\n";
+  char times[256];
+  std::snprintf(times, sizeof times, "time ours %.1f ms, upstream %.1f ms", ours_total / 1e6,
+                theirs_total / 1e6);
+  std::cout << "mismatches=" << mismatches << " slow=" << slow << " (" << times;
+  if (!worst_case.empty()) {
+    std::cout << "; slowest relative to upstream: "
+              << std::filesystem::path(worst_case).filename().string() << " " << worst_ratio
+              << "x";
+  }
+  std::cout << ")";
+  if (upstream_timeouts > 0) std::cout << " skipped=" << upstream_timeouts;
+  std::cout << "\n";
   if (args.keep.empty()) std::filesystem::remove_all(dir);
-  return mismatches == 0 ? 0 : 1;
+  return mismatches == 0 && slow == 0 ? 0 : 1;
 }
 
 // Strings for every scalar, so that "1" (YAML) and 1 (Go) compare equal.
@@ -482,8 +574,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   args.mode = argv[1];
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
+  for (int i = 2; i < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--adversarial") {
+      args.adversarial = true;
+      --i;  // no value
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::cerr << flag << " needs a value\n";
+      return 2;
+    }
+    std::string value = argv[i + 1];
     if (flag == "--peer") args.peer = value;
     else if (flag == "--seed") args.seed = std::stoll(value);
     else if (flag == "--count") args.count = std::stoi(value);
@@ -492,6 +594,8 @@ int main(int argc, char** argv) {
     else if (flag == "--keep") args.keep = value;
     else if (flag == "--gates") args.gates = value;
     else if (flag == "--dir") args.dir = value;
+    else if (flag == "--slow-factor") args.slow_factor = std::stod(value);
+    else if (flag == "--slow-floor-ms") args.slow_floor_ms = std::stod(value);
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;

@@ -183,8 +183,14 @@ struct Explanation {
 struct AllocateOptions {
   // Deterministic share IDs (tests): when set, every shareID is this value.
   std::optional<std::string> fixed_share_id;
-  // A deadline for the search (upstream's filterTimeout); exceeded -> error.
+  // A deadline for the search (upstream's filterTimeout); exceeded -> a DeadlineExceeded error
+  // that names the node and the claim being searched. The search looks at the clock on its first
+  // step and then every 64 steps (each step is well under a microsecond), so it stops within
+  // microseconds of the deadline however large the search space.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // The budget the deadline was computed from, only for the error's text ("timed out after 10s
+  // while allocating claim ns/name"); zero: the text says "timed out" without a duration.
+  std::chrono::milliseconds timeout{0};
   const std::atomic<bool>* cancelled = nullptr;
   // When set, filled with what the search considered.
   Explanation* explain = nullptr;

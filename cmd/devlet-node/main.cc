@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   std::string feature_gates;
   std::string cdi_policy = "auto";
   int healthcheck_port = -1;
+  std::string healthcheck_address(devlet::node::HealthServer::kDefaultAddress);
   int rescan_seconds = 30;
 
   CLI::App app{"devlet-node: DRA kubelet plugin + NRI plugin for GPUs, NICs and CPUs"};
@@ -76,7 +77,10 @@ int main(int argc, char** argv) {
   AddFlag(app, "--state-dir", options.state_dir,
           "Checkpoint and preparation journals (default: the plugin's data directory)");
   AddFlag(app, "--healthcheck-port", healthcheck_port,
-          "TCP port of /healthz and /metrics on localhost (0: any free port); < 0 disables");
+          "TCP port of /healthz and /metrics (0: any free port); < 0 disables");
+  AddFlag(app, "--healthcheck-address", healthcheck_address,
+          "Numeric IP address that /healthz and /metrics listen on (0.0.0.0 or :: for all; in a "
+          "host-network pod, the node's address, so that probes and Prometheus reach it)");
   AddFlag(app, "--kubeconfig", kubeconfig,
           "Kubeconfig for the kube-apiserver; empty: $KUBECONFIG, in-cluster, ~/.kube/config");
   double kube_api_qps = 5;
@@ -136,6 +140,11 @@ int main(int argc, char** argv) {
                  "must be >= 0\n";
     return 2;
   }
+  if (absl::Status valid = devlet::node::HealthServer::ValidateAddress(healthcheck_address);
+      !valid.ok()) {
+    logger.Error(valid, "Bad --healthcheck-address");
+    return 2;
+  }
   options.health_interval = std::chrono::seconds(health_seconds);
   std::unique_ptr<devlet::kube::ObjectStore> store;
   if (!manifests.empty()) {
@@ -179,7 +188,7 @@ int main(int argc, char** argv) {
     devlet::node::Agent* raw = agent->get();
     absl::StatusOr<std::unique_ptr<devlet::node::HealthServer>> started =
         devlet::node::HealthServer::Start(
-            healthcheck_port, [raw] { return raw->Healthy(); },
+            healthcheck_address, healthcheck_port, [raw] { return raw->Healthy(); },
             [raw] { return raw->MetricsText(); });
     if (!started.ok()) {
       logger.Error(started.status(), "Cannot serve the health endpoint");
@@ -187,7 +196,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     health = *std::move(started);
-    logger.Info("Health endpoint serving", "port", health->port());
+    logger.Info("Health endpoint serving", "address", health->address(), "port", health->port());
   }
   logger.Info("devlet-node running", "node", options.node_name, "driver", options.driver_name);
   int sig = 0;

@@ -13,31 +13,88 @@
 
 namespace devlet::node {
 
+namespace {
+
+// A numeric address parsed into a socket address of its family.
+struct ParsedAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  std::string text;  // without brackets
+};
+
+absl::StatusOr<ParsedAddress> ParseAddress(std::string_view address, int port) {
+  ParsedAddress parsed;
+  parsed.text = std::string(address);
+  if (parsed.text.size() >= 2 && parsed.text.front() == '[' && parsed.text.back() == ']') {
+    parsed.text = parsed.text.substr(1, parsed.text.size() - 2);
+  }
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&parsed.storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&parsed.storage);
+  if (::inet_pton(AF_INET, parsed.text.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    parsed.length = sizeof(sockaddr_in);
+  } else if (::inet_pton(AF_INET6, parsed.text.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    parsed.length = sizeof(sockaddr_in6);
+  } else {
+    return InvalidArgument("health address \"" + std::string(address) +
+                           "\" is not a numeric IPv4 or IPv6 address");
+  }
+  return parsed;
+}
+
+}  // namespace
+
+absl::Status HealthServer::ValidateAddress(std::string_view address) {
+  return ParseAddress(address, 0).status();
+}
+
 absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
     int port, std::function<bool()> probe, std::function<std::string()> metrics) {
+  return Start(kDefaultAddress, port, std::move(probe), std::move(metrics));
+}
+
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
+    std::string_view address, int port, std::function<bool()> probe,
+    std::function<std::string()> metrics) {
   if (port < 0 || port > 65535) return InvalidArgument("health port out of range");
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  DEVLET_ASSIGN_OR_RETURN(ParsedAddress parsed, ParseAddress(address, port));
+  int family = parsed.storage.ss_family;
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoToStatus(errno, "creating the health socket");
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0) {
+  if (family == AF_INET6) {
+    // "::" means every address, IPv4 ones too, whatever net.ipv6.bindv6only says.
+    int zero = 0;
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  }
+  std::string where = (family == AF_INET6 ? "[" + parsed.text + "]" : parsed.text) + ":" +
+                      std::to_string(port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&parsed.storage), parsed.length) != 0 ||
+      ::listen(fd, 16) != 0) {
     int saved = errno;
     ::close(fd);
-    return ErrnoToStatus(saved, "listening on 127.0.0.1:" + std::to_string(port));
+    return ErrnoToStatus(saved, "listening on " + where);
   }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<HealthServer>(
-      new HealthServer(fd, ntohs(addr.sin_port), std::move(probe), std::move(metrics)));
+  socklen_t len = parsed.length;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&parsed.storage), &len);
+  int bound_port = family == AF_INET6
+                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&parsed.storage)->sin6_port)
+                       : ntohs(reinterpret_cast<sockaddr_in*>(&parsed.storage)->sin_port);
+  return std::unique_ptr<HealthServer>(new HealthServer(
+      fd, std::move(parsed.text), bound_port, std::move(probe), std::move(metrics)));
 }
 
-HealthServer::HealthServer(int fd, int port, std::function<bool()> probe,
+HealthServer::HealthServer(int fd, std::string address, int port, std::function<bool()> probe,
                            std::function<std::string()> metrics)
-    : fd_(fd), port_(port), probe_(std::move(probe)), metrics_(std::move(metrics)) {
+    : fd_(fd),
+      address_(std::move(address)),
+      port_(port),
+      probe_(std::move(probe)),
+      metrics_(std::move(metrics)) {
   thread_ = std::thread([this] { Loop(); });
 }
 

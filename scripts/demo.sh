@@ -206,6 +206,11 @@ check("CDI_devices" in c["adjustment"], "no CDI devices in the trainer's adjustm
 # gpu-0, gpu-1 and nic-0 sit on NUMA node 0 of the simulated machine: CPUs 0-7 and 16-23.
 check(c["cpus"] == "0-7,16-23" and c["mems"] == "0", "trainer cpuset not NUMA node 0: %s" % c["cpus"])
 check("/dev/dri/card1" in json.dumps(c["cdiEdits"]), "gpu-0's device node is not in the CDI edits")
+# Only the trainer names the claim: the init container and the sidecar get nothing from devlet.
+for name in ("fetch-dataset", "log-shipper"):
+    other = train["containers"][name]
+    check(other["adjustment"] == {} and other["cpus"] == "" and "metadata" not in other,
+          "%s names no claim but was adjusted: %s" % (name, other))
 check(any(k.endswith("dra-device-attributes/resourceclaims/training/gpus/devlet.io-metadata.json")
           for k in c.get("metadata", {})), "no device-metadata mount for the trainer")
 if alloc:

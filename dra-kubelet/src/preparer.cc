@@ -18,6 +18,7 @@
 #include "devlet/common/files.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
+#include "devlet/state/container_marker.h"
 #include "files.h"
 #include "record_json.h"
 
@@ -124,8 +125,13 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
   const std::string& uid = record.claim.uid;
   CdiSpec claim_spec;
   claim_spec.kind = kind;
-  for (const PreparedDeviceRecord& device : record.devices) {
+  for (std::size_t i = 0; i < record.devices.size(); ++i) {
+    const PreparedDeviceRecord& device = record.devices[i];
     CdiDevice cdi_device{CdiDeviceName(uid, device), device.prepared.edits};
+    // Only the containers the kubelet gives this CDI device get the marker: the NRI plugin
+    // reads it back to scope devices, metadata, CPUs and memory to them (state/container_marker.h).
+    cdi_device.edits.env.push_back(state::ContainerMarkerEnv(
+        {uid, device.requests, device.pool, device.device, device.share_id.value_or("")}, i));
     claim_spec.devices.push_back(std::move(cdi_device));
     files.cdi_device_ids.push_back({kind + "=" + CdiDeviceName(uid, device)});
   }

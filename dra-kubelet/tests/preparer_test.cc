@@ -108,8 +108,15 @@ TEST_F(PreparerTest, PreparesDevicesAndWritesFiles) {
   EXPECT_EQ(spec["cdiVersion"], "0.5.0");
   EXPECT_EQ(spec["kind"], "k8s.gpu.devlet.test/claim");
   EXPECT_EQ(spec["devices"][0]["name"], "uid-a-gpu-0");
+  // The device's own edits, then its container marker (state/container_marker.h): only the
+  // containers the kubelet gives this CDI device get it.
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["env"],
-            nlohmann::json::array({"DEVLET_DEVICE_GPU_0=node-1/gpu-0", "X=1"}));
+            nlohmann::json::array({"DEVLET_DEVICE_GPU_0=node-1/gpu-0", "X=1",
+                                   "DEVLET_CLAIM_UID_A_0=claim=uid-a request=gpu device=" +
+                                       std::string(kPool) + "/gpu-0"}));
+  EXPECT_THAT(spec["devices"][1]["containerEdits"]["env"].dump(),
+              ::testing::HasSubstr("DEVLET_CLAIM_UID_A_1=claim=uid-a request=pair/large device=" +
+                                   std::string(kPool) + "/gpu-1 share=s1"));
 
   // KEP-5304: a stream of v1beta1 then v1alpha1 objects, and a CDI spec mounting it.
   std::string stream = ReadFile(MetadataFile("a", "pair"));

@@ -273,11 +273,26 @@ state = %[2]q
 			"deviceNodes": []any{map[string]any{"path": gpuPath, "hostPath": "/dev/zero"}},
 		}}},
 	})
+	// The claims' own CDI devices, as devlet's DRA plugin writes them: each carries the marker of
+	// its claim's device (state/container_marker.h). The kubelet passes a device's CDI ID only to
+	// the containers that name its claim (containerConfig: CDI_devices), containerd applies it,
+	// and devlet reads the marker back at CreateContainer: that is how it knows which container
+	// gets which claim.
+	writeJSON(filepath.Join(d, "cdi", "devlet-test-claims.json"), map[string]any{
+		"cdiVersion": "0.6.0", "kind": "devlet.test/claim",
+		"devices": []any{
+			map[string]any{"name": "claim-gpu-gpu0", "containerEdits": map[string]any{
+				"env": []string{"DEVLET_CLAIM_CLAIM_GPU_0=claim=claim-gpu request=gpu device=node/gpu0"}}},
+			map[string]any{"name": "claim-cpu", "containerEdits": map[string]any{
+				"env": []string{"DEVLET_CLAIM_CLAIM_CPU_0=claim=claim-cpu request=cpus device=node/cpu" + h.cpuClaimCPU}}},
+			map[string]any{"name": "claim-broken-gpu9", "containerEdits": map[string]any{
+				"env": []string{"DEVLET_CLAIM_CLAIM_BROKEN_0=claim=claim-broken request=gpu device=node/gpu9"}}},
+		},
+	})
 	os.WriteFile(filepath.Join(d, "lib", "marker"), []byte("devlet-lib\n"), 0o644)
 	os.WriteFile(filepath.Join(d, "metadata", "claim-gpu.json"), []byte(`{"claim":"gpu"}`+"\n"), 0o644)
 	gpu := map[string]any{
 		"uid": "claim-gpu", "namespace": "default", "name": "gpu",
-		"containers": []any{map[string]any{"name": "app"}},
 		"devices": []any{map[string]any{
 			"request": "gpu", "driver": "gpu.devlet.test", "pool": "node", "device": "gpu0",
 			"cdiDevices": []string{"devlet.test/gpu=gpu0"}, "numaNodes": []int{h.numaNode},
@@ -294,14 +309,12 @@ state = %[2]q
 	// A claim whose device node does not exist on the host: creation must fail, clearly.
 	broken := map[string]any{
 		"uid": "claim-broken", "namespace": "default", "name": "broken",
-		"containers": []any{map[string]any{"name": "broken"}},
 		"devices": []any{map[string]any{"request": "gpu", "driver": "gpu.devlet.test",
 			"pool": "node", "device": "gpu9", "edits": map[string]any{
 				"deviceNodes": []any{map[string]any{"path": "/dev/devlet-missing"}}}}},
 	}
 	cpu := map[string]any{
 		"uid": "claim-cpu", "namespace": "default", "name": "cpu",
-		"containers": []any{map[string]any{"name": "cpu"}},
 		"devices": []any{map[string]any{"request": "cpus", "driver": "cpu.devlet.test",
 			"pool": "node", "device": "cpu" + h.cpuClaimCPU}},
 		"cpuset": h.cpuClaimCPU, "memoryLimitBytes": memoryLimit,
@@ -318,15 +331,24 @@ state = %[2]q
 	})
 }
 
+// kubeletCDI is what the kubelet passes (CRI ContainerConfig.CDI_devices) for the containers
+// that name a claim: app the GPU claim, cpu the CPU claim, broken the broken one; plain none.
+var kubeletCDI = map[string]string{"app": "devlet.test/claim=claim-gpu-gpu0",
+	"cpu": "devlet.test/claim=claim-cpu", "broken": "devlet.test/claim=claim-broken-gpu9"}
+
 func (h *harness) containerConfig(name string, attempt int) string {
 	path := filepath.Join(h.dir, fmt.Sprintf("ctr-%s-%d.json", name, attempt))
-	writeJSON(path, map[string]any{
+	config := map[string]any{
 		"metadata": map[string]any{"name": name, "attempt": attempt},
 		"image":    map[string]any{"image": boxImage},
 		"command":  []string{"/bin/sleep", "2147483647"},
 		"log_path": fmt.Sprintf("%s-%d.log", name, attempt),
 		"linux":    map[string]any{},
-	})
+	}
+	if id := kubeletCDI[name]; id != "" {
+		config["CDI_devices"] = []any{map[string]any{"name": id}}
+	}
+	writeJSON(path, config)
 	return path
 }
 

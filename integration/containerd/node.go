@@ -8,6 +8,9 @@ package main
 // NodePrepareResources over dra/v1); devlet-node joins containerd's NRI after the registration,
 // with the CDI-names policy, so containerd itself resolves devlet's CDI specs.
 //
+// The trainer names the claim: its CRI config carries the CDI IDs the kubelet got from devlet (as
+// the kubelet passes them), so containerd applies them, devlet's markers included; the pod's
+// log-shipper sidecar names none and gets none of the claim (devices, metadata, cpuset).
 // Checked in the created container's OCI spec and the running process: the GPUs' device nodes
 // (/dev/dri/card1, card2) with device-cgroup rules, the CDI environment of each device, the
 // KEP-5304 metadata files mounted read-only and readable inside, cpuset.mems of the devices'
@@ -79,6 +82,24 @@ func (h *harness) runNode(b nodeBins) {
 	out := h.kubelet(b.kubelet, "--registry-dir", registry, "--claim", claimRef)
 	check(strings.Contains(out, `"gpu-0"`) && strings.Contains(out, `"gpu-1"`) &&
 		strings.Contains(out, `"nic-0"`), "prepared devices: %s", out)
+	// What the kubelet passes containerd for the trainer, which names the claim (every request):
+	// the CDI IDs of all its prepared devices.
+	var prepared struct {
+		Claims map[string]struct {
+			Devices []struct {
+				CdiDeviceIds []string `json:"cdiDeviceIds"`
+			} `json:"devices"`
+		} `json:"claims"`
+	}
+	if err := json.Unmarshal([]byte(out), &prepared); err != nil {
+		h.fatal("kubelet-harness output: %v", err)
+	}
+	var trainerCDI []any
+	for _, dev := range prepared.Claims[trainingUID].Devices {
+		for _, id := range dev.CdiDeviceIds {
+			trainerCDI = append(trainerCDI, map[string]any{"name": id})
+		}
+	}
 	nodes := h.makeDeviceNodes(devRoot)
 	check(len(nodes) >= 2, "device nodes in devlet's CDI specs: %v", nodes)
 	h.waitSynced(1)
@@ -96,14 +117,26 @@ func (h *harness) runNode(b nodeBins) {
 	// devices' NUMA node of the simulated one, within what the machine has.
 	trainerJSON := filepath.Join(d, "ctr-trainer.json")
 	writeJSON(trainerJSON, map[string]any{
-		"metadata": map[string]any{"name": "trainer"},
-		"image":    map[string]any{"image": boxImage},
-		"command":  []string{"/bin/sleep", "2147483647"},
-		"log_path": "trainer.log",
-		"linux":    map[string]any{"resources": map[string]any{"cpuset_cpus": h.nodeCPUs}},
+		"metadata":    map[string]any{"name": "trainer"},
+		"image":       map[string]any{"image": boxImage},
+		"command":     []string{"/bin/sleep", "2147483647"},
+		"log_path":    "trainer.log",
+		"linux":       map[string]any{"resources": map[string]any{"cpuset_cpus": h.nodeCPUs}},
+		"CDI_devices": trainerCDI,
 	})
 	trainer := h.crictl("create", pod, trainerJSON, podJSON)
 	h.crictl("start", trainer)
+	// The pod's log-shipper sidecar names no claim: the kubelet passes it no CDI device.
+	sidecarJSON := filepath.Join(d, "ctr-log-shipper.json")
+	writeJSON(sidecarJSON, map[string]any{
+		"metadata": map[string]any{"name": "log-shipper"},
+		"image":    map[string]any{"image": boxImage},
+		"command":  []string{"/bin/sleep", "2147483647"},
+		"log_path": "log-shipper.log",
+		"linux":    map[string]any{"resources": map[string]any{"cpuset_cpus": h.nodeCPUs}},
+	})
+	sidecar := h.crictl("create", pod, sidecarJSON, podJSON)
+	h.crictl("start", sidecar)
 	plainPod := h.crictl("runp", filepath.Join(d, "pod.json"))
 	plain := h.crictl("create", plainPod, h.containerConfig("plain", 0), filepath.Join(d, "pod.json"))
 	h.crictl("start", plain)
@@ -154,6 +187,16 @@ func (h *harness) runNode(b nodeBins) {
 		check(cgroupFile(pid, "cpuset", "cpuset.mems") == "0", "cgroup cpuset.mems %q",
 			cgroupFile(pid, "cpuset", "cpuset.mems"))
 	}
+	sidecarInfo := h.inspect(sidecar)
+	spec = &sidecarInfo.Info.RuntimeSpec
+	sidecarMetadata := false
+	for _, m := range spec.Mounts {
+		sidecarMetadata = sidecarMetadata || strings.HasSuffix(m.Destination, "-metadata.json")
+	}
+	check(!hasDevice(spec, "/dev/dri/card1", 1, 3) && !hasEnv(spec, "DEVLET_DEVICE_GPU_0="+simNode+"/gpu-0") &&
+		!sidecarMetadata && spec.Linux.Resources.CPU.Cpus == h.nodeCPUs,
+		"the sidecar, which names no claim, got the claim's devices, metadata or cpuset: cpus %q mounts %v",
+		spec.Linux.Resources.CPU.Cpus, spec.Mounts)
 	plainInfo := h.inspect(plain)
 	spec = &plainInfo.Info.RuntimeSpec
 	check(!hasDevice(spec, "/dev/dri/card1", 1, 3) && !hasEnv(spec, "DEVLET_DEVICE_GPU_0="+simNode+"/gpu-0"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -70,7 +71,7 @@ func same(rsp *api.CreateContainerResponse) bool {
 		findMount(a, "/var/run/devlet/gpu.json") != nil
 }
 
-func runBench(bin, dir string, n int) {
+func runBench(bin, baseline, dir string, n int) {
 	claims := claimsJSON(dir)
 
 	rt0 := newRuntime(dir, filepath.Join(dir, "b0.sock"), nil, nil) // no plugin: the adaptation's own cost
@@ -84,25 +85,44 @@ func runBench(bin, dir string, n int) {
 	rt2.start("start")
 	g := startGoPluginProcess(filepath.Join(dir, "b2.sock"))
 	rt2.waitSync("bench go")
-
+	rts := []*fakeRuntime{rt0, rt1, rt2}
+	plugins := []*exec.Cmd{devlet, g}
 	any := func(*api.CreateContainerResponse) bool { return true }
-	p50, p99 := measure([]*fakeRuntime{rt0, rt1, rt2}, n, []func(*api.CreateContainerResponse) bool{any, same, same})
+	verify := []func(*api.CreateContainerResponse) bool{any, same, same}
+	if baseline != "" {
+		// The same claims and containers (the containers carry the claim's marker, which a
+		// build from before markers ignores: it gave the claim to every container).
+		rt3 := newRuntime(dir, filepath.Join(dir, "b3.sock"), nil, nil)
+		rt3.start("start")
+		plugins = append(plugins, startPlugin(baseline, "--socket", filepath.Join(dir, "b3.sock"),
+			"--claims", claims, "--numa-cpus", "0=0-3;1=4-7", "--cdi-policy", "names"))
+		rt3.waitSync("bench baseline devlet")
+		rts = append(rts, rt3)
+		verify = append(verify, same)
+	}
+
+	p50, p99 := measure(rts, n, verify)
 	rss, grss := rssKiB(devlet.Process.Pid), rssKiB(g.Process.Pid)
-	for _, rt := range []*fakeRuntime{rt0, rt1, rt2} {
+	for _, rt := range rts {
 		rt.a.Stop()
 	}
-	stopPlugin(devlet)
-	stopPlugin(g)
+	for _, p := range plugins {
+		stopPlugin(p)
+	}
 	if p50 == nil {
 		return
 	}
 
 	fmt.Printf("CreateContainer round trip through containerd/nri adaptation v0.12.5, %d calls per plugin\n", n)
-	fmt.Printf("(after %d warm-up calls; calls interleaved across the three runtimes; same adjustment:\n", n/10)
+	fmt.Printf("(after %d warm-up calls; calls interleaved across the %d runtimes; same adjustment:\n", n/10, len(rts))
 	fmt.Printf(" one CDI device, one bind mount, cpuset + mems)\n")
 	fmt.Printf("  no plugin        p50 %10v  p99 %10v\n", p50[0], p99[0])
 	fmt.Printf("  devlet (C++)     p50 %10v  p99 %10v\n", p50[1], p99[1])
 	fmt.Printf("  Go stub plugin   p50 %10v  p99 %10v  (own process, containerd/nri pkg/stub)\n", p50[2], p99[2])
+	if baseline != "" {
+		fmt.Printf("  baseline devlet  p50 %10v  p99 %10v  (%s)\n", p50[3], p99[3], baseline)
+		fmt.Printf("  ratio baseline/devlet  p50 %.2fx  p99 %.2fx\n", float64(p50[3])/float64(p50[1]), float64(p99[3])/float64(p99[1]))
+	}
 	fmt.Printf("  ratio Go/devlet  p50 %.2fx  p99 %.2fx\n", float64(p50[2])/float64(p50[1]), float64(p99[2])/float64(p99[1]))
 	fmt.Printf("  RSS after the run: devlet %s, Go stub plugin %s\n", rss, grss)
 	met := "met"

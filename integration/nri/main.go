@@ -222,13 +222,41 @@ func pod(uid string, annotations map[string]string) *api.PodSandbox {
 	}
 }
 
+// gpuPods are the pods claimsJSON prepares claim-gpu for; metaPods the pods of the claims with
+// many metadata mounts.
+var (
+	gpuPods  = map[string]bool{"pod-gpu": true, "pod-slow": true, "pod-after-restart": true, "pod-legacy": true, "pod-pre": true, "pod-bench": true}
+	metaPods = map[string]string{"pod-4k": "claim-40", "pod-1m": "claim-7000", "pod-broken": "claim-broken"}
+)
+
+// claimMarker is the environment entry devlet's CDI device for the first device of a claim
+// carries (state/container_marker.h): the runtime copies it into the containers the kubelet gives
+// that CDI device, and devlet reads it back to know which claims a container names.
+func claimMarker(uid, request, pool, device string) string {
+	name := []byte("DEVLET_CLAIM_" + strings.ToUpper(uid) + "_0")
+	for i := len("DEVLET_CLAIM_"); i < len(name); i++ {
+		if c := name[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			name[i] = '_'
+		}
+	}
+	return fmt.Sprintf("%s=claim=%s request=%s device=%s/%s", name, uid, request, pool, device)
+}
+
+// container is a container of pod p; the one named "app" names the pod's claim in its resources:
+// the kubelet gave it the claim's CDI devices, so it carries their marker.
 func container(p *api.PodSandbox, name string) *api.Container {
+	env := []string{"PATH=/usr/bin:/bin"}
+	if name == "app" && gpuPods[p.Uid] {
+		env = append(env, claimMarker("claim-gpu", "gpu", "node", "gpu1"))
+	} else if claim := metaPods[p.Uid]; name == "app" && claim != "" {
+		env = append(env, claimMarker(claim, "meta", "node", "meta-0"))
+	}
 	return &api.Container{
 		Id: p.Id + "-" + name, PodSandboxId: p.Id, Name: name,
 		State:       api.ContainerState_CONTAINER_CREATED,
 		Labels:      map[string]string{},
 		Annotations: map[string]string{},
-		Env:         []string{"PATH=/usr/bin:/bin"},
+		Env:         env,
 		Linux: &api.LinuxContainer{
 			Resources: &api.LinuxResources{
 				Cpu:    &api.LinuxCPU{Cpus: "0-7", Mems: "0-1"},
@@ -244,7 +272,6 @@ func report() map[string]string { return map[string]string{"devlet.test/report":
 func claimsJSON(dir string) string {
 	gpu := map[string]any{
 		"uid": "claim-gpu", "namespace": "default", "name": "gpu",
-		"containers": []any{map[string]any{"name": "app"}},
 		"devices": []any{map[string]any{
 			"request": "gpu", "driver": "gpu.devlet.dev", "pool": "node", "device": "gpu1",
 			"cdiDevices": []string{"devlet.dev/gpu=gpu1"}, "numaNodes": []int{1},
@@ -270,12 +297,17 @@ func claimsJSON(dir string) string {
 	}
 	withMounts := func(n int) []any {
 		return []any{map[string]any{"uid": fmt.Sprintf("claim-%d", n), "namespace": "default",
-			"name": "meta", "metadataMounts": mounts(n)}}
+			"name": "meta", "metadataMounts": mounts(n),
+			"devices": []any{map[string]any{"request": "meta", "pool": "node", "device": "meta-0"}}}}
 	}
 	all := map[string]any{
 		"pod-gpu": []any{gpu}, "pod-slow": []any{gpu}, "pod-after-restart": []any{gpu},
 		"pod-legacy": []any{gpu}, "pod-pre": []any{gpu}, "pod-bench": []any{gpu},
 		"pod-4k": withMounts(40), "pod-1m": withMounts(7000),
+		// Prepared, but what it gives containers cannot be resolved now (the node view's error).
+		"pod-broken": []any{map[string]any{"uid": "claim-broken", "namespace": "default", "name": "broken",
+			"error":   "its CDI spec /var/run/cdi/k8s.devlet.io-claim_claim-broken.json cannot be read",
+			"devices": []any{map[string]any{"request": "meta", "pool": "node", "device": "meta-0"}}}},
 	}
 	data, err := json.Marshal(all)
 	must(err, "claims json")
@@ -324,7 +356,9 @@ func (p *goPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *
 }
 
 func main() {
-	flag.Usage = func() { fmt.Fprintln(os.Stderr, "usage: nri-harness test|bench --plugin PATH [--n N]") }
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: nri-harness test|bench --plugin PATH [--n N] [--baseline PATH]")
+	}
 	if len(os.Args) < 2 {
 		flag.Usage()
 		os.Exit(2)
@@ -349,6 +383,7 @@ func main() {
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	plugin := fs.String("plugin", "", "devlet-nri-test-plugin binary")
 	n := fs.Int("n", 5000, "benchmark iterations")
+	baseline := fs.String("baseline", "", "bench: another devlet-nri-test-plugin (e.g. an older build) measured in the same run")
 	verbose := fs.Bool("v", false, "adaptation logs")
 	fs.Parse(os.Args[2:])
 	if *plugin == "" {
@@ -373,7 +408,12 @@ func main() {
 	case "test":
 		runTests(abs, dir)
 	case "bench":
-		runBench(abs, dir, *n)
+		base := ""
+		if *baseline != "" {
+			base, err = filepath.Abs(*baseline)
+			must(err, "baseline path")
+		}
+		runBench(abs, base, dir, *n)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -515,6 +555,22 @@ func runTests(bin, dir string) {
 	if check(err == nil, "CreateContainer unknown pod: %v", err) {
 		check(len(cdiNames(rsp.Adjust)) == 0 && len(rsp.Adjust.GetMounts()) == 0, "unexpected adjustment %v", rsp.Adjust)
 	}
+
+	scenario("fail closed: the container naming a claim devlet cannot resolve is not created; the claim is named")
+	pb := pod("pod-broken", nil)
+	_, err = create(rt, pb, container(pb, "app"))
+	check(err != nil && strings.Contains(err.Error(), "claim default/broken") &&
+		strings.Contains(err.Error(), "cannot be read"), "CreateContainer naming the broken claim: %v", err)
+	rsp, err = create(rt, pb, container(pb, "init"))
+	if check(err == nil, "CreateContainer of the init container, which names no claim: %v", err) {
+		check(len(cdiNames(rsp.Adjust)) == 0 && len(rsp.Adjust.GetMounts()) == 0, "init container adjusted: %v", rsp.Adjust)
+	}
+	intruder := container(pb, "intruder")
+	intruder.Env = append(intruder.Env, claimMarker("claim-gpu", "gpu", "node", "gpu1"))
+	_, err = create(rt, pb, intruder)
+	check(err != nil && strings.Contains(err.Error(), "claim claim-gpu") &&
+		strings.Contains(err.Error(), "has not prepared that claim for this pod"),
+		"CreateContainer naming a claim of another pod: %v", err)
 
 	scenario("messages above 4 KiB and around 1 MiB, both directions")
 	p4 := pod("pod-4k", map[string]string{"big": strings.Repeat("x", 5000)})

@@ -15,7 +15,11 @@ package main
 // every device; NRI registration only after the kubelet's registration; at CreateContainer the
 // trainer gets exactly the prepared CDI devices, whose specs (in --cdi-root) carry the devices'
 // nodes with host paths below the dev root and the KEP-5304 metadata file, and a cpuset of the
-// devices' NUMA node; a container of a pod without claims is left alone; unprepare removes the
+// devices' NUMA node, while the pod's init container and sidecar, which name no claim (no CDI
+// device from the kubelet, so no devlet marker in their environment), get nothing; with the
+// claim's CDI spec unreadable the trainer's creation fails naming the claim (fail closed), as
+// does a container naming a claim devlet never prepared; a container of a pod without claims is
+// left alone; unprepare removes the
 // claim's CDI specs and metadata; SIGTERM removes both sockets and exits 0.
 
 import (
@@ -168,11 +172,36 @@ func runNodeScenario(f nodeFlags, dir string) {
 	scenario("NRI: devlet-node joins the runtime once registered")
 	rt.waitSync("devlet-node")
 
-	scenario("RunPodSandbox + CreateContainer: the trainer gets the prepared devices on their NUMA node")
+	scenario("RunPodSandbox; the init container and the sidecar name no claim: left alone")
 	p := pod(trainingPod, nil)
 	p.Name, p.Namespace = "training", "ml"
 	must(rt.a.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: p}), "RunPodSandbox")
+	for _, name := range []string{"fetch-dataset", "log-shipper"} {
+		c := container(p, name) // the kubelet gives it no CDI device: no marker
+		c.Linux.Resources.Cpu = &api.LinuxCPU{Cpus: "0-31", Mems: "0-1"}
+		rsp, err := create(rt, p, c)
+		if check(err == nil, "CreateContainer %s: %v", name, err) {
+			a := rsp.GetAdjust()
+			res := a.GetLinux().GetResources()
+			check(len(a.GetCDIDevices()) == 0 && len(a.GetMounts()) == 0 && len(a.GetEnv()) == 0 &&
+				res.GetCpu().GetCpus() == "" && res.GetCpu().GetMems() == "" && res.GetCpu().GetQuota() == nil &&
+				res.GetMemory().GetLimit() == nil, "%s (names no claim) was adjusted: %v", name, a)
+		}
+	}
+
+	scenario("CreateContainer: the trainer gets the prepared devices on their NUMA node")
+	// The trainer names the claim: the kubelet passes it every device's CDI IDs and the runtime
+	// applies them, devlet's markers included, before NRI's CreateContainer.
+	trainerEnv := cdiEnv(cdiRoot, wantCDI)
+	markers := 0
+	for _, e := range trainerEnv {
+		if strings.HasPrefix(e, "DEVLET_CLAIM_") && strings.Contains(e, "claim="+trainingUID+" ") {
+			markers++
+		}
+	}
+	check(markers == 3, "markers of the claim's 3 devices in the CDI env %v", trainerEnv)
 	trainer := container(p, "trainer")
+	trainer.Env = append(trainer.Env, trainerEnv...)
 	// The kubelet's shared pool: every CPU of the (simulated) machine.
 	trainer.Linux.Resources.Cpu = &api.LinuxCPU{Cpus: "0-31", Mems: "0-1"}
 	rsp, err := create(rt, p, trainer)
@@ -185,6 +214,31 @@ func runNodeScenario(f nodeFlags, dir string) {
 			cpu.GetCpus(), cpu.GetMems(), numa0CPUs)
 		checkCDISpecs(cdiRoot, wantCDI)
 	}
+
+	scenario("fail closed: the claim's CDI spec unreadable, the container naming it is not created")
+	claimSpec := filepath.Join(cdiRoot, "k8s."+nodeDriver+"-claim_"+trainingUID+".json")
+	must(os.Rename(claimSpec, claimSpec+".away"), "move the claim's CDI spec away")
+	again := container(p, "trainer")
+	again.Id += "-again"
+	again.Env = append(again.Env, trainerEnv...)
+	_, err = create(rt, p, again)
+	check(err != nil && strings.Contains(err.Error(), "claim ml/training") &&
+		strings.Contains(err.Error(), "cannot be read"), "CreateContainer without the claim's CDI spec: %v", err)
+	c := container(p, "log-shipper")
+	c.Id += "-again"
+	_, err = create(rt, p, c)
+	check(err == nil, "a container naming no claim must not fail with the claim: %v", err)
+	must(os.Rename(claimSpec+".away", claimSpec), "restore the claim's CDI spec")
+	_, err = create(rt, p, again)
+	check(err == nil, "CreateContainer once the spec is back: %v", err)
+
+	scenario("fail closed: a container naming a claim devlet never prepared is not created")
+	intruder := container(p, "intruder")
+	intruder.Env = append(intruder.Env, "DEVLET_CLAIM_0BAD_0=claim=0bad request=gpus device="+nodeName+"/gpu-7")
+	_, err = create(rt, p, intruder)
+	check(err != nil && strings.Contains(err.Error(), "claim 0bad") &&
+		strings.Contains(err.Error(), "has not prepared that claim"), "CreateContainer naming claim 0bad: %v", err)
+
 	other := pod("7a2b3c4d-0000-4000-8000-0000000000ff", nil)
 	must(rt.a.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: other}), "RunPodSandbox other")
 	rsp, err = create(rt, other, container(other, "plain"))
@@ -326,6 +380,40 @@ func checkCDISpecs(cdiRoot string, ids []string) {
 		`"resource.kubernetes.io/pciBusID"`, `"resource.kubernetes.io/pcieRoot":{"string":"pci0000:15"}`} {
 		check(strings.Contains(metadataText, want), "device metadata lacks %s", want)
 	}
+}
+
+// cdiEnv is the environment a runtime that applies CDI (containerd, CRI-O) gives a container
+// from the CDI devices `ids` the kubelet passes for it: each spec's and each device's env.
+func cdiEnv(cdiRoot string, ids []string) []string {
+	type edits struct {
+		Env []string `json:"env"`
+	}
+	byID := map[string][]string{}
+	files, _ := filepath.Glob(filepath.Join(cdiRoot, "*.json"))
+	for _, path := range files {
+		var spec struct {
+			Kind           string `json:"kind"`
+			ContainerEdits edits  `json:"containerEdits"`
+			Devices        []struct {
+				Name           string `json:"name"`
+				ContainerEdits edits  `json:"containerEdits"`
+			} `json:"devices"`
+		}
+		data, err := os.ReadFile(path)
+		if !check(err == nil && json.Unmarshal(data, &spec) == nil, "CDI spec %s: %v", path, err) {
+			continue
+		}
+		for _, d := range spec.Devices {
+			byID[spec.Kind+"="+d.Name] = append(append([]string{}, spec.ContainerEdits.Env...), d.ContainerEdits.Env...)
+		}
+	}
+	var env []string
+	for _, id := range ids {
+		e, ok := byID[id]
+		check(ok, "CDI device %s is in no spec under %s", id, cdiRoot)
+		env = append(env, e...)
+	}
+	return env
 }
 
 func runKubelet(bin string, args ...string) []byte {

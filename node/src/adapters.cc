@@ -366,16 +366,16 @@ CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store, std::s
                                            kube::ObjectStore* claims)
     : store_(store), cdi_root_(std::move(cdi_root)), claims_(claims) {}
 
-std::optional<CheckpointClaimsView::CpuAllocation> CheckpointClaimsView::CpuAllocationOf(
+CheckpointClaimsView::CpuAllocations CheckpointClaimsView::CpuAllocationOf(
     const state::PreparedClaim& claim) const {
-  std::set<std::pair<std::string, std::string>> cpu_devices;  // (pool, device)
+  std::set<DeviceKey> cpu_devices;
   for (const state::PreparedDevice& device : claim.devices) {
     auto type = device.attributes.find("type");
     if (type != device.attributes.end() && type->second == "cpu") {
-      cpu_devices.insert({device.pool, device.device});
+      cpu_devices.insert({device.pool, device.device, device.share_id});
     }
   }
-  if (cpu_devices.empty() || claims_ == nullptr) return std::nullopt;
+  if (cpu_devices.empty() || claims_ == nullptr) return {};
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = cache_.find(claim.uid);
@@ -386,12 +386,13 @@ std::optional<CheckpointClaimsView::CpuAllocation> CheckpointClaimsView::CpuAllo
   if (!object.ok() || object->metadata.uid != claim.uid || !object->status.allocation) {
     log::Logger().V(1).Info("No allocation to read DRA-allocated CPUs from", "claim",
                             claim.namespace_name + "/" + claim.name);
-    return std::nullopt;
+    return {};
   }
-  CpuAllocation out;
+  CpuAllocations out;
   for (const kube::DeviceRequestAllocationResult& result :
        object->status.allocation->devices.results) {
-    if (!cpu_devices.contains({result.pool, result.device})) continue;
+    const DeviceKey key{result.pool, result.device, result.share_id.value_or("")};
+    if (!cpu_devices.contains(key)) continue;
     for (const auto& [name, quantity] : result.consumed_capacity) {
       std::string_view base = name;
       if (auto slash = base.rfind('/'); slash != std::string_view::npos) base = base.substr(slash + 1);
@@ -403,7 +404,8 @@ std::optional<CheckpointClaimsView::CpuAllocation> CheckpointClaimsView::CpuAllo
                             claim.namespace_name + "/" + claim.name, "capacity", name);
         continue;
       }
-      std::optional<std::int64_t>& sum = base == "cpus" ? out.cpu_millis : out.memory_bytes;
+      CpuAllocation& device = out[key];
+      std::optional<std::int64_t>& sum = base == "cpus" ? device.cpu_millis : device.memory_bytes;
       sum = sum.value_or(0) + *value;
     }
   }
@@ -524,61 +526,79 @@ absl::Status CheckpointClaimsView::PodNetworkReady(const nri::PodNetwork& networ
   return absl::OkStatus();
 }
 
-std::vector<nri::PreparedClaim> CheckpointClaimsView::ClaimsForPod(std::string_view pod_uid) const {
-  std::vector<nri::PreparedClaim> out;
-  absl::StatusOr<std::vector<state::PreparedClaim>> claims = store_.FindByPod(std::string(pod_uid));
+absl::StatusOr<std::vector<nri::PreparedClaim>> CheckpointClaimsView::ClaimsForPod(
+    std::string_view pod_uid) const {
+  absl::StatusOr<std::vector<state::PreparedClaim>> claims =
+      store_.FindByPod(std::string(pod_uid));
   if (!claims.ok()) {
-    log::Logger().Error(claims.status(), "Cannot read the checkpoint", "pod", pod_uid);
-    return out;
+    return WithContext(claims.status(), "reading devlet's checkpoint of prepared claims");
   }
+  std::vector<nri::PreparedClaim> out;
   for (const state::PreparedClaim& claim : *claims) {
     if (claim.state != state::ClaimState::kPrepareCompleted) continue;
-    cdi::Registry registry;
-    for (const std::string& file : claim.files) {
-      if (file.size() < 5 || file.compare(file.size() - 5, 5, ".json") != 0) continue;
-      std::ifstream in(file);
-      if (!in) continue;
-      std::stringstream text;
-      text << in.rdbuf();
-      absl::StatusOr<cdi::Spec> spec = cdi::DecodeSpec(text.str());
-      if (spec.ok()) registry.Add(file, 0, *std::move(spec));
-    }
-    nri::PreparedClaim p;
-    p.uid = claim.uid;
-    p.namespace_name = claim.namespace_name;
-    p.name = claim.name;
-    if (std::optional<CpuAllocation> cpu = CpuAllocationOf(claim)) {
-      p.cpu_millis = cpu->cpu_millis;
-      p.memory_limit_bytes = cpu->memory_bytes;
-    }
-    for (const state::PreparedDevice& device : claim.devices) {
-      nri::PreparedDevice d;
-      d.request = device.requests.empty() ? "" : device.requests.front();
-      d.driver = device.driver;
-      d.pool = device.pool;
-      d.device = device.device;
-      d.cdi_device_names = device.cdi_device_ids;
-      absl::StatusOr<cdi::ContainerEdits> edits = registry.Resolve(device.cdi_device_ids);
-      if (edits.ok()) {
-        d.edits = ToNriEdits(*edits);
-      } else {
-        log::Logger().V(1).Info("CDI devices of a prepared claim do not resolve", "claim",
-                                claim.namespace_name + "/" + claim.name, "err", edits.status());
-      }
-      auto numa = device.attributes.find(std::string(devices::kAttrNumaNode));
-      if (numa == device.attributes.end()) numa = device.attributes.find("numaNode");
-      if (numa != device.attributes.end()) {
-        try {
-          d.numa_nodes.push_back(std::stoi(numa->second));
-        } catch (const std::exception&) {
-          // Not a single NUMA node: no affinity.
-        }
-      }
-      p.devices.push_back(std::move(d));
-    }
-    out.push_back(std::move(p));
+    out.push_back(ToNriClaim(claim));
   }
   return out;
+}
+
+nri::PreparedClaim CheckpointClaimsView::ToNriClaim(const state::PreparedClaim& claim) const {
+  nri::PreparedClaim p;
+  p.uid = claim.uid;
+  p.namespace_name = claim.namespace_name;
+  p.name = claim.name;
+  // The claim's own CDI specs (the per-claim spec and its metadata specs), as the runtime read
+  // them for this container. One that cannot be read or does not decode makes the claim
+  // unusable: a container naming it must not start without its devices.
+  cdi::Registry registry;
+  const std::string prefix = cdi_root_ + "/";
+  for (const std::string& file : claim.files) {
+    if (!file.starts_with(prefix) || !file.ends_with(".json")) continue;  // e.g. metadata files
+    std::ifstream in(file);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    if (!in) {
+      p.error = "its CDI spec " + file + " cannot be read";
+      return p;
+    }
+    absl::StatusOr<cdi::Spec> spec = cdi::DecodeSpec(text.str());
+    if (!spec.ok()) {
+      p.error = "its CDI spec " + file + " does not decode: " + Message(spec.status());
+      return p;
+    }
+    registry.Add(file, 0, *std::move(spec));
+  }
+  const CpuAllocations cpu = CpuAllocationOf(claim);
+  for (const state::PreparedDevice& device : claim.devices) {
+    nri::PreparedDevice d;
+    d.request = device.requests.empty() ? "" : device.requests.front();
+    d.driver = device.driver;
+    d.pool = device.pool;
+    d.device = device.device;
+    d.share_id = device.share_id;
+    d.cdi_device_names = device.cdi_device_ids;
+    absl::StatusOr<cdi::ContainerEdits> edits = registry.Resolve(device.cdi_device_ids);
+    if (!edits.ok()) {
+      p.error = "the CDI devices of " + device.pool + "/" + device.device +
+                " do not resolve: " + Message(edits.status());
+      return p;
+    }
+    d.edits = ToNriEdits(*edits);
+    if (auto it = cpu.find({device.pool, device.device, device.share_id}); it != cpu.end()) {
+      d.cpu_millis = it->second.cpu_millis;
+      d.memory_limit_bytes = it->second.memory_bytes;
+    }
+    auto numa = device.attributes.find(std::string(devices::kAttrNumaNode));
+    if (numa == device.attributes.end()) numa = device.attributes.find("numaNode");
+    if (numa != device.attributes.end()) {
+      try {
+        d.numa_nodes.push_back(std::stoi(numa->second));
+      } catch (const std::exception&) {
+        // Not a single NUMA node: no affinity.
+      }
+    }
+    p.devices.push_back(std::move(d));
+  }
+  return p;
 }
 
 }  // namespace devlet::node

@@ -268,9 +268,10 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   ASSERT_OK(checkpoint->Put(started));
 
   CheckpointClaimsView view(checkpoint->store(), cdi_root);
-  EXPECT_THAT(view.ClaimsForPod("nobody"), IsEmpty());
-  std::vector<nri::PreparedClaim> claims = view.ClaimsForPod("pod-uid");
+  EXPECT_THAT(view.ClaimsForPod("nobody"), ::devlet::testing::IsOkAndHolds(IsEmpty()));
+  ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
   ASSERT_THAT(claims, SizeIs(1));  // the PrepareStarted claim is not served
+  EXPECT_EQ(claims[0].error, "");
   EXPECT_EQ(claims[0].name, "train");
   ASSERT_THAT(claims[0].devices, SizeIs(1));
   const nri::PreparedDevice& d = claims[0].devices[0];
@@ -280,6 +281,48 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   EXPECT_THAT(d.edits.env, Contains("A=1"));
   ASSERT_THAT(d.edits.device_nodes, SizeIs(1));
   EXPECT_EQ(d.edits.device_nodes[0].path, "/dev/dri/card1");
+}
+
+// Fail closed: what a claim gives containers that cannot be resolved comes back as the claim's
+// error, naming the file or device; an unreadable checkpoint is an error of the whole view.
+TEST_F(AdaptersTest, CheckpointViewReportsClaimsItCannotResolve) {
+  const std::string cdi_root = (dir_ / "cdi").string();
+  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
+                                            (dir_ / "state").string(), "gpu.devlet.io", cdi_root));
+  dra_kubelet::CdiSpecWriter cdi(cdi_root);
+  dra_kubelet::CdiSpec spec;
+  spec.kind = "k8s.gpu.devlet.io/claim";
+  spec.devices.push_back({"claim-uid-gpu-0", {{"A=1"}, {}, {}}});
+  ASSERT_OK(cdi.WriteSpec("k8s.gpu.devlet.io-claim_claim-uid.json", spec));
+  dra_kubelet::ClaimRecord record = CompletedRecord({"ml", "train", "claim-uid"}, "gpu", "gpu-0");
+  record.devices[0].cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-0"};
+  record.cdi_spec_files = {"k8s.gpu.devlet.io-claim_claim-uid.json"};
+  ASSERT_OK(checkpoint->Put(record));
+  CheckpointClaimsView view(checkpoint->store(), cdi_root);
+  const std::string file = cdi_root + "/k8s.gpu.devlet.io-claim_claim-uid.json";
+
+  // A CDI ID that is in no spec of the claim.
+  record.devices[0].cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-7"};
+  ASSERT_OK(checkpoint->Put(record));
+  ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
+  ASSERT_THAT(claims, SizeIs(1));
+  EXPECT_THAT(claims[0].error, ::testing::HasSubstr("CDI devices of node-1/gpu-0 do not resolve"));
+
+  // A spec that does not decode.
+  std::ofstream(file) << "{\"cdiVersion\": ";
+  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
+  EXPECT_THAT(claims[0].error, ::testing::HasSubstr("its CDI spec " + file + " does not decode"));
+
+  // A spec that is gone (a tmpfs CDI root after a reboot, before the kubelet prepares again).
+  fs::remove(file);
+  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
+  EXPECT_EQ(claims[0].error, "its CDI spec " + file + " cannot be read");
+
+  // The checkpoint itself cannot be read.
+  std::ofstream((dir_ / "state" / "checkpoint.json").string(), std::ios::trunc) << "garbage";
+  EXPECT_THAT(view.ClaimsForPod("pod-uid"),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       ::testing::HasSubstr("reading devlet's checkpoint of prepared claims")));
 }
 
 TEST(QuantityTest, ParsesCpuAndMemoryQuantities) {
@@ -322,22 +365,28 @@ status:
   dra_kubelet::ClaimRecord record =
       CompletedRecord({"ml", "cpus", "cpu-claim-uid"}, "cpu", "cpu-numa1");
   record.devices[0].prepared.attributes["type"] = std::string("cpu");
+  record.devices[0].share_id = "8a1c2d3e-0000-4000-8000-000000000001";
   ASSERT_OK(checkpoint->Put(record));
 
   CheckpointClaimsView view(checkpoint->store(), cdi_root, manifests.get());
-  std::vector<nri::PreparedClaim> claims = view.ClaimsForPod("pod-uid");
+  ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
   ASSERT_THAT(claims, SizeIs(1));
-  EXPECT_EQ(claims[0].cpu_millis, 2500);
-  EXPECT_EQ(claims[0].memory_limit_bytes, 4LL << 30);
   ASSERT_THAT(claims[0].devices, SizeIs(1));
+  // The device's own allocation: only containers that get the device get the limits.
+  EXPECT_EQ(claims[0].devices[0].share_id, "8a1c2d3e-0000-4000-8000-000000000001");
+  EXPECT_EQ(claims[0].devices[0].cpu_millis, 2500);
+  EXPECT_EQ(claims[0].devices[0].memory_limit_bytes, 4LL << 30);
+  EXPECT_FALSE(claims[0].cpu_millis.has_value());
   EXPECT_THAT(claims[0].devices[0].numa_nodes, ElementsAre(1));
   // Cached per claim UID: the claim may go away from the store while the pod runs.
   ASSERT_OK(manifests->Delete(kube::Kind::kResourceClaim, {.namespace_name = "ml", .name = "cpus"}));
-  EXPECT_EQ(view.ClaimsForPod("pod-uid")[0].cpu_millis, 2500);
+  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
+  EXPECT_EQ(claims[0].devices[0].cpu_millis, 2500);
 
   // Without a claim store only the NUMA alignment is served.
   CheckpointClaimsView plain(checkpoint->store(), cdi_root);
-  EXPECT_FALSE(plain.ClaimsForPod("pod-uid")[0].cpu_millis.has_value());
+  ASSERT_OK_AND_ASSIGN(claims, plain.ClaimsForPod("pod-uid"));
+  EXPECT_FALSE(claims[0].devices[0].cpu_millis.has_value());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent_test_util.h"
+#include "devlet/cdi/spec_dir.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/devices/watcher.h"
@@ -487,12 +488,24 @@ status:
   EXPECT_EQ(published->hardware_address, "b8:3f:d2:0a:00:10");
   EXPECT_THAT(published->ips, ::testing::ElementsAre("10.244.1.7/32", "fd00:10:244:1::7/128"));
 
-  // The container's CDI names include the metadata device, whose spec mounts this very file.
+  // A sidecar that names no claim: the kubelet passes it no CDI device, devlet leaves it alone.
   nri::api::CreateContainerRequest create;
   *create.mutable_pod() = run.pod();
+  create.mutable_container()->set_id("ctr-0");
+  create.mutable_container()->set_name("sidecar");
+  create.mutable_container()->set_pod_sandbox_id("sandbox-1");
+  ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse untouched,
+                       runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
+  EXPECT_EQ(untouched.adjust().ByteSizeLong(), 0u);
+
+  // The app names the claim: the runtime applied the kubelet's CDI devices (their environment
+  // carries devlet's marker). Its CDI names include the metadata device, whose spec mounts this
+  // very file.
   create.mutable_container()->set_id("ctr-1");
   create.mutable_container()->set_name("app");
-  create.mutable_container()->set_pod_sandbox_id("sandbox-1");
+  ASSERT_OK_AND_ASSIGN(cdi::ContainerEdits applied,
+                       cdi::Registry::Load({(dir_ / "cdi").string()}).Resolve(cdi_ids));
+  for (const std::string& env : applied.env) create.mutable_container()->add_env(env);
   ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse created,
                        runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
   std::vector<std::string> names;

@@ -15,6 +15,7 @@
 //       wrote were removed again.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -227,6 +228,7 @@ std::vector<std::string> CdiFiles(const std::string& cdi_root) {
 struct PodRun {
   kube::Pod pod;
   std::vector<kube::ResourceClaim> claims;
+  std::map<std::string, std::vector<dra::Device>> prepared;  // by claim UID
   nri::api::PodSandbox sandbox;
   std::vector<nri::api::Container> created;
   ordered_json report = ordered_json::object();
@@ -297,6 +299,8 @@ bool PrepareClaims(const Flags& flags, kube::ObjectStore& store, dra::DRAPlugin:
       continue;
     }
     ordered_json devices = ordered_json::array();
+    run.prepared[claim.metadata.uid].assign(it->second.devices().begin(),
+                                            it->second.devices().end());
     for (const dra::Device& device : it->second.devices()) {
       std::string ids;
       for (const std::string& id : device.cdi_device_ids()) ids += (ids.empty() ? "" : " ") + id;
@@ -312,8 +316,37 @@ bool PrepareClaims(const Flags& flags, kube::ObjectStore& store, dra::DRAPlugin:
   return true;
 }
 
+// CdiDevicesOf is what the kubelet passes the runtime for one container (CRI
+// ContainerConfig.CDI_devices): the CDI IDs of the prepared devices of the claims, and requests,
+// the container names in its resources; nothing for a container that names none.
+std::vector<std::string> CdiDevicesOf(const PodRun& run, const kube::Container& spec) {
+  std::vector<std::string> ids;
+  for (const kube::ContainerResourceClaim& ref : spec.resources.claims) {
+    for (const kube::PodResourceClaim& pod_claim : run.pod.spec.resource_claims) {
+      if (pod_claim.name != ref.name || !pod_claim.resource_claim_name) continue;
+      for (const kube::ResourceClaim& claim : run.claims) {
+        if (claim.metadata.name != *pod_claim.resource_claim_name) continue;
+        auto prepared = run.prepared.find(claim.metadata.uid);
+        if (prepared == run.prepared.end()) continue;
+        for (const dra::Device& device : prepared->second) {
+          if (!ref.request.empty() &&
+              std::find(device.request_names().begin(), device.request_names().end(),
+                        ref.request) == device.request_names().end()) {
+            continue;
+          }
+          for (const std::string& id : device.cdi_device_ids()) {
+            if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+          }
+        }
+      }
+    }
+  }
+  return ids;
+}
+
 // CreateContainers plays RunPodSandbox and CreateContainer for one pod and prints what each
-// container got. The pod's addresses are what a CNI would have given the `ordinal`-th pod of
+// container got. Like containerd, the runtime applies the CDI devices the kubelet passes for a
+// container (their environment, with devlet's markers) before NRI's CreateContainer. The pod's addresses are what a CNI would have given the `ordinal`-th pod of
 // the node (10.244.0.10+n, fd00:10:244::a+n): RunPodSandbox carries them, as after CNI.
 void CreateContainers(const Flags& flags, nri::RuntimeSession& session, PodRun& run, int ordinal) {
   const kube::Pod& pod = run.pod;
@@ -341,10 +374,27 @@ void CreateContainers(const Flags& flags, nri::RuntimeSession& session, PodRun& 
   devlet::cdi::Registry registry = devlet::cdi::Registry::Load({flags.cdi_root});
   ordered_json containers = ordered_json::object();
   int index = 0;
-  for (const kube::Container& spec : pod.spec.containers) {
+  std::vector<kube::Container> specs = pod.spec.init_containers;
+  specs.insert(specs.end(), pod.spec.containers.begin(), pod.spec.containers.end());
+  for (const kube::Container& spec : specs) {
     Step("runtime: CreateContainer " + pod.metadata.namespace_ + "/" + pod.metadata.name + "/" +
          spec.name);
     nri::api::Container container;
+    const std::vector<std::string> kubelet_cdi = CdiDevicesOf(run, spec);
+    if (kubelet_cdi.empty()) {
+      Ok("the kubelet passes no CDI device (the container names no claim)");
+    } else {
+      absl::StatusOr<devlet::cdi::ContainerEdits> applied = registry.Resolve(kubelet_cdi);
+      if (!applied.ok()) {
+        Fail("the kubelet's CDI devices do not resolve in " + flags.cdi_root + ": " +
+             devlet::Message(applied.status()));
+        continue;
+      }
+      for (const std::string& env : applied->env) container.add_env(env);
+      Ok("the kubelet passes " + std::to_string(kubelet_cdi.size()) +
+         " CDI devices; the runtime applied their environment (" +
+         std::to_string(applied->env.size()) + " entries, devlet's claim markers among them)");
+    }
     container.set_id("ctr-" + run.sandbox.id().substr(8) + "-" + std::to_string(index++) + "-" +
                      spec.name);
     container.set_pod_sandbox_id(run.sandbox.id());

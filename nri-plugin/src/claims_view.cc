@@ -6,11 +6,12 @@
 
 namespace devlet::nri {
 
-std::vector<PreparedClaim> InMemoryClaimsView::ClaimsForPod(std::string_view pod_uid) const {
+absl::StatusOr<std::vector<PreparedClaim>> InMemoryClaimsView::ClaimsForPod(
+    std::string_view pod_uid) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = claims_.find(pod_uid);
   if (it == claims_.end()) {
-    return {};
+    return std::vector<PreparedClaim>{};
   }
   return it->second;
 }
@@ -95,11 +96,7 @@ PreparedClaim Claim(const json& j) {
   claim.uid = String(j, "uid");
   claim.namespace_name = String(j, "namespace");
   claim.name = String(j, "name");
-  if (j.contains("containers")) {
-    for (const auto& c : j.at("containers")) {
-      claim.containers.push_back({String(c, "name"), Strings(c, "requests")});
-    }
-  }
+  claim.error = String(j, "error");
   if (j.contains("devices")) {
     for (const auto& d : j.at("devices")) {
       PreparedDevice device;
@@ -107,6 +104,13 @@ PreparedClaim Claim(const json& j) {
       device.driver = String(d, "driver");
       device.pool = String(d, "pool");
       device.device = String(d, "device");
+      device.share_id = String(d, "shareId");
+      if (d.contains("cpuMillis")) {
+        device.cpu_millis = d.at("cpuMillis").get<int64_t>();
+      }
+      if (d.contains("memoryLimitBytes")) {
+        device.memory_limit_bytes = d.at("memoryLimitBytes").get<int64_t>();
+      }
       device.cdi_device_names = Strings(d, "cdiDevices");
       if (d.contains("edits")) {
         device.edits = Edits(d.at("edits"));
@@ -154,6 +158,17 @@ absl::StatusOr<std::map<std::string, std::vector<PreparedClaim>>> ParseClaimsJso
         PreparedClaim parsed = Claim(claim);
         const std::string where = "prepared claims of pod " + it.key() + ", claim " +
                                   parsed.namespace_name + "/" + parsed.name;
+        if (claim.contains("containers")) {
+          return InvalidArgument(where + ": \"containers\" is not supported: a container gets "
+                                 "a claim's devices when its environment carries their markers");
+        }
+        for (const PreparedDevice& device : parsed.devices) {
+          if ((device.memory_limit_bytes && *device.memory_limit_bytes <= 0) ||
+              (device.cpu_millis && *device.cpu_millis <= 0)) {
+            return InvalidArgument(where + ", device " + device.device +
+                                   ": cpuMillis and memoryLimitBytes must be positive");
+          }
+        }
         // Zero or negative amounts would become "no limit" or an invalid cgroup value.
         if (parsed.memory_limit_bytes && *parsed.memory_limit_bytes <= 0) {
           return InvalidArgument(where + ": memoryLimitBytes must be positive");

@@ -10,6 +10,7 @@
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/nri/cpuset.h"
+#include "devlet/state/container_marker.h"
 
 namespace devlet::nri {
 namespace {
@@ -20,14 +21,18 @@ std::string ClaimName(const PreparedClaim& claim) {
 
 std::string EnvKey(std::string_view entry) { return std::string(entry.substr(0, entry.find('='))); }
 
-bool RequestMatches(const std::vector<std::string>& requests, const std::string& request) {
-  for (const std::string& want : requests) {
-    if (request == want || (request.size() > want.size() && request.compare(0, want.size(), want) == 0 &&
-                            request[want.size()] == '/')) {
-      return true;
+// MarkedClaims lists the claims the container names: the devlet markers in its environment,
+// which the runtime copied from the CDI devices the kubelet gave this container only.
+std::string MarkedClaims(const std::vector<state::DeviceMarker>& markers) {
+  std::vector<std::string> uids;
+  for (const state::DeviceMarker& marker : markers) {
+    if (std::find(uids.begin(), uids.end(), marker.claim_uid) == uids.end()) {
+      uids.push_back(marker.claim_uid);
     }
   }
-  return false;
+  std::string text = uids.size() == 1 ? "claim " : "claims ";
+  for (size_t i = 0; i < uids.size(); ++i) text += (i > 0 ? ", " : "") + uids[i];
+  return text;
 }
 
 // Accumulates one container's adjustment, skipping whatever the container already has.
@@ -262,9 +267,50 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::BuildAdjustment(
 absl::StatusOr<api::ContainerAdjustment> DevletPlugin::Build(const api::PodSandbox& pod,
                                                              const api::Container& container,
                                                              ContainerRecord* record) const {
-  const std::vector<PreparedClaim> claims = view_->ClaimsForPod(pod.uid());
-  if (claims.empty()) {
+  // The devices the container names (state/container_marker.h). A container naming none gets
+  // nothing, and the prepared claims are not even read: init containers and sidecars that do not
+  // list a claim in their resources never get its devices, metadata, CPUs or memory.
+  std::vector<state::DeviceMarker> markers;
+  for (const std::string& entry : container.env()) {
+    DEVLET_ASSIGN_OR_RETURN(std::optional<state::DeviceMarker> marker,
+                            state::ParseContainerMarker(entry));
+    if (marker) markers.push_back(*std::move(marker));
+  }
+  if (markers.empty()) {
     return api::ContainerAdjustment();
+  }
+  // Fail closed: a container that named a claim never starts without what devlet prepared.
+  absl::StatusOr<std::vector<PreparedClaim>> read = view_->ClaimsForPod(pod.uid());
+  if (!read.ok()) {
+    return WithContext(read.status(), "reading the prepared " + MarkedClaims(markers));
+  }
+  const std::vector<PreparedClaim>& claims = *read;
+  // selected[c][d]: the container gets device d of claim c.
+  std::vector<std::vector<bool>> selected(claims.size());
+  for (size_t c = 0; c < claims.size(); ++c) selected[c].assign(claims[c].devices.size(), false);
+  for (const state::DeviceMarker& marker : markers) {
+    size_t c = 0;
+    while (c < claims.size() && claims[c].uid != marker.claim_uid) ++c;
+    if (c == claims.size()) {
+      return FailedPrecondition("the container names device " + state::DeviceMarkerText(marker) +
+                                ", but devlet has not prepared that claim for this pod");
+    }
+    const PreparedClaim& claim = claims[c];
+    if (!claim.error.empty()) {
+      return Unavailable("claim " + ClaimName(claim) + " (uid " + claim.uid + "): " + claim.error);
+    }
+    size_t d = 0;
+    while (d < claim.devices.size() &&
+           (claim.devices[d].device != marker.device || claim.devices[d].pool != marker.pool ||
+            claim.devices[d].share_id != marker.share_id)) {
+      ++d;
+    }
+    if (d == claim.devices.size()) {
+      return FailedPrecondition("the container names device " + state::DeviceMarkerText(marker) +
+                                ", but claim " + ClaimName(claim) +
+                                " was prepared without that device");
+    }
+    selected[c][d] = true;
   }
   const CdiPolicy policy = effective_cdi_policy();
   AdjustmentBuilder builder(container);
@@ -273,25 +319,17 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::Build(const api::PodSandb
   CpuSet claim_mems;
   int64_t memory_limit = 0;
   int64_t cpu_millis = 0;
-  bool any_claim = false;
-  for (const PreparedClaim& claim : claims) {
-    const ContainerRef* ref = nullptr;
-    if (!claim.containers.empty()) {
-      for (const ContainerRef& candidate : claim.containers) {
-        if (candidate.name == container.name()) {
-          ref = &candidate;
-        }
-      }
-      if (ref == nullptr) {
-        continue;
-      }
+  for (size_t c = 0; c < claims.size(); ++c) {
+    const PreparedClaim& claim = claims[c];
+    if (std::find(selected[c].begin(), selected[c].end(), true) == selected[c].end()) {
+      continue;
     }
-    any_claim = true;
     const std::string what = "claim " + ClaimName(claim);
-    for (const PreparedDevice& device : claim.devices) {
-      if (ref != nullptr && !ref->requests.empty() && !RequestMatches(ref->requests, device.request)) {
-        continue;
-      }
+    for (size_t d = 0; d < claim.devices.size(); ++d) {
+      if (!selected[c][d]) continue;
+      const PreparedDevice& device = claim.devices[d];
+      cpu_millis += device.cpu_millis.value_or(0);
+      memory_limit += device.memory_limit_bytes.value_or(0);
       numa_nodes.insert(device.numa_nodes.begin(), device.numa_nodes.end());
       if (policy == CdiPolicy::kDeviceNames) {
         for (const std::string& name : device.cdi_device_names) {
@@ -331,9 +369,6 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::Build(const api::PodSandb
     } else {
       cpu_millis += 1000 * static_cast<int64_t>(claim_cpu_count);
     }
-  }
-  if (!any_claim) {
-    return api::ContainerAdjustment();
   }
 
   api::ContainerAdjustment& adjust = builder.adjust();

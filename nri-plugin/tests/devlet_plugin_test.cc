@@ -9,6 +9,7 @@
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/nri/cpuset.h"
+#include "devlet/state/container_marker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,6 +17,14 @@ namespace devlet::nri {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Marker returns the environment entry the runtime copies into a container from the CDI device
+// devlet wrote for `device`, the `index`-th of `claim`, when the kubelet gives it that device.
+std::string Marker(const PreparedClaim& claim, size_t index) {
+  const PreparedDevice& device = claim.devices[index];
+  return state::ContainerMarkerEnv(
+      {claim.uid, {device.request}, device.pool, device.device, device.share_id}, index);
+}
 
 template <typename Message>
 Message FromJson(const nlohmann::json& j) {
@@ -132,9 +141,11 @@ TEST(AllocatedLimitsTest, UpdateContainerReassertsLimits) {
   InMemoryClaimsView view;
   PreparedClaim claim;
   claim.namespace_name = "ns";
+  claim.uid = "claim-cpus";
   claim.name = "cpus";
   claim.cpuset = "2-3";
   claim.memory_limit_bytes = 1 << 30;
+  claim.devices.push_back({.request = "cpus", .pool = "node-1", .device = "cpu-numa0"});
   view.Set("uid-1", {claim});
   DevletPlugin plugin(&view, {.numa_cpus = {{0, "0-3"}}});
   api::PodSandbox pod;
@@ -144,6 +155,7 @@ TEST(AllocatedLimitsTest, UpdateContainerReassertsLimits) {
   ctr.set_id("ctr-1");
   ctr.set_name("app");
   ctr.set_pod_sandbox_id("sb-1");
+  ctr.add_env(Marker(claim, 0));
   auto created = plugin.CreateContainer(pod, ctr);
   ASSERT_OK(created);
   EXPECT_EQ(created->adjust().linux().resources().cpu().quota().value(), 200000);
@@ -189,10 +201,13 @@ class BookkeepingTest : public ::testing::Test {
     claim.name = "gpu";
     PreparedDevice device;
     device.request = "gpu";
+    device.pool = "node-1";
+    device.device = "gpu0";
     device.cdi_device_names = {"devlet.dev/gpu=gpu0"};
     device.numa_nodes = {1};
     claim.devices.push_back(device);
     view_.Set("uid-1", {claim});
+    ctr_.add_env(Marker(claim, 0));
     pod_.set_id("sb-1");
     pod_.set_uid("uid-1");
     pod_.set_name("p");
@@ -238,13 +253,15 @@ TEST_F(BookkeepingTest, Lifecycle) {
   ASSERT_OK(plugin_.RemovePodSandbox(pod_));
   EXPECT_EQ(plugin_.pod_count(), 0u);
   // The prepared claims are the node state's, not the bookkeeping's: still there.
-  EXPECT_EQ(view_.ClaimsForPod("uid-1").size(), 1u);
+  EXPECT_EQ(view_.ClaimsForPod("uid-1")->size(), 1u);
 }
 
 // A view that records what RunPodSandbox reports of the pod's network, and can refuse it.
 class NetworkRecordingView final : public PreparedClaimsView {
  public:
-  std::vector<PreparedClaim> ClaimsForPod(std::string_view) const override { return {}; }
+  absl::StatusOr<std::vector<PreparedClaim>> ClaimsForPod(std::string_view) const override {
+    return std::vector<PreparedClaim>{};
+  }
   absl::Status PodNetworkReady(const PodNetwork& network) const override {
     seen.push_back(network);
     return refuse ? absl::UnavailableError("metadata disk full") : absl::OkStatus();
@@ -307,6 +324,121 @@ TEST_F(BookkeepingTest, SynchronizeRebuildsWithoutForgettingPreparedPods) {
   EXPECT_EQ(plugin_.container("ctr-1")->cpus, "4-7");
   EXPECT_EQ(plugin_.container("ctr-1")->pod_uid, "uid-1");
   EXPECT_EQ(view_.pods(), 1u);
+}
+
+// Per-container scoping: a pod with an init container, a sidecar and a main container, where
+// only the main container names the claim (the runtime gave only it the claim's CDI devices, so
+// only its environment carries the markers). Only the main container gets the devices, the
+// metadata mount, the cpuset/mems and the CPU/memory limits.
+TEST(ScopingTest, OnlyTheContainerNamingTheClaimGetsIt) {
+  PreparedClaim claim;
+  claim.uid = "5e0c1a10-0000-4000-8000-0000000c1a01";
+  claim.namespace_name = "ml";
+  claim.name = "training";
+  claim.devices.push_back({.request = "gpus",
+                           .pool = "node-1",
+                           .device = "gpu-0",
+                           .cdi_device_names = {"k8s.devlet.io/claim=gpu-0"},
+                           .numa_nodes = {1}});
+  claim.devices.push_back({.request = "cpus",
+                           .pool = "node-1",
+                           .device = "cpu-numa1",
+                           .numa_nodes = {1},
+                           .cpu_millis = 1500,
+                           .memory_limit_bytes = int64_t{1} << 30});
+  claim.metadata_mounts.push_back({"/var/lib/devlet/meta.json", "/var/run/meta/gpus.json"});
+  InMemoryClaimsView view;
+  view.Set("pod-uid", {claim});
+  DevletPlugin plugin(&view, {.cdi_policy = CdiPolicy::kDeviceNames,
+                              .numa_cpus = {{0, "0-3"}, {1, "4-7"}}});
+  RuntimeInfo runtime;
+  runtime.nri_version = ParseNriVersion("v0.12.5");
+  ASSERT_OK(plugin.Configure(runtime));
+  api::PodSandbox pod;
+  pod.set_id("sb");
+  pod.set_uid("pod-uid");
+  pod.set_name("training");
+  pod.set_namespace_("ml");
+  auto make = [&](const std::string& name) {
+    api::Container ctr;
+    ctr.set_id("ctr-" + name);
+    ctr.set_name(name);
+    ctr.set_pod_sandbox_id("sb");
+    ctr.add_env("PATH=/bin");
+    ctr.mutable_linux()->mutable_resources()->mutable_cpu()->set_cpus("0-7");
+    return ctr;
+  };
+  for (const char* name : {"setup", "log-shipper"}) {  // init container, sidecar
+    SCOPED_TRACE(name);
+    auto reply = plugin.CreateContainer(pod, make(name));
+    ASSERT_OK(reply);
+    EXPECT_EQ(reply->adjust().ByteSizeLong(), 0u) << ToJson(reply->adjust());
+    EXPECT_EQ(plugin.container(std::string("ctr-") + name)->cpus, "");
+    EXPECT_EQ(plugin.container(std::string("ctr-") + name)->cpu_millis, 0);
+  }
+  api::Container trainer = make("trainer");
+  trainer.add_env(Marker(claim, 0));
+  trainer.add_env(Marker(claim, 1));
+  auto reply = plugin.CreateContainer(pod, trainer);
+  ASSERT_OK(reply);
+  const api::ContainerAdjustment& adjust = reply->adjust();
+  ASSERT_EQ(adjust.cdi_devices_size(), 1);
+  EXPECT_EQ(adjust.cdi_devices(0).name(), "k8s.devlet.io/claim=gpu-0");
+  ASSERT_EQ(adjust.mounts_size(), 1);
+  EXPECT_EQ(adjust.mounts(0).destination(), "/var/run/meta/gpus.json");
+  EXPECT_EQ(adjust.linux().resources().cpu().cpus(), "4-7");
+  EXPECT_EQ(adjust.linux().resources().cpu().mems(), "1");
+  EXPECT_EQ(adjust.linux().resources().cpu().quota().value(), 150000);
+  EXPECT_EQ(adjust.linux().resources().cpu().shares().value(), 1536u);
+  EXPECT_EQ(adjust.linux().resources().memory().limit().value(), int64_t{1} << 30);
+
+  // Request scoping: a container naming only the "gpus" request gets the GPU (and the claim's
+  // metadata), not the CPU device's limits.
+  api::Container viewer = make("viewer");
+  viewer.add_env(Marker(claim, 0));
+  reply = plugin.CreateContainer(pod, viewer);
+  ASSERT_OK(reply);
+  EXPECT_EQ(reply->adjust().cdi_devices_size(), 1);
+  EXPECT_FALSE(reply->adjust().linux().resources().cpu().has_quota());
+  EXPECT_FALSE(reply->adjust().linux().resources().has_memory());
+}
+
+// A view whose checkpoint cannot be read.
+class BrokenView final : public PreparedClaimsView {
+ public:
+  absl::StatusOr<std::vector<PreparedClaim>> ClaimsForPod(std::string_view) const override {
+    ++reads;
+    return absl::DataLossError("checkpoint.json: checksum mismatch");
+  }
+  mutable int reads = 0;
+};
+
+// Fail closed: a container that names a claim is not created without what devlet prepared; the
+// error names the claim. A container that names none is created and the claims are not read.
+TEST(FailClosedTest, UnreadableClaimsFailTheContainerNamingOne) {
+  BrokenView view;
+  DevletPlugin plugin(&view, {});
+  api::PodSandbox pod;
+  pod.set_id("sb");
+  pod.set_uid("pod-uid");
+  pod.set_name("p");
+  pod.set_namespace_("ns");
+  api::Container plain;
+  plain.set_id("ctr-plain");
+  plain.set_name("plain");
+  ASSERT_OK(plugin.CreateContainer(pod, plain));
+  EXPECT_EQ(view.reads, 0);
+  api::Container app = plain;
+  app.set_id("ctr-app");
+  app.set_name("app");
+  app.add_env(state::ContainerMarkerEnv(
+      {"5e0c1a10-0000-4000-8000-0000000c1a01", {"gpus"}, "node-1", "gpu-0", ""}, 0));
+  EXPECT_THAT(plugin.CreateContainer(pod, app),
+              devlet::testing::StatusIs(
+                  absl::StatusCode::kDataLoss,
+                  HasSubstr("container app of pod ns/p: reading the prepared claim "
+                            "5e0c1a10-0000-4000-8000-0000000c1a01: checkpoint.json")));
+  EXPECT_FALSE(plugin.container("ctr-app").has_value());
 }
 
 }  // namespace

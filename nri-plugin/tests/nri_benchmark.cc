@@ -13,6 +13,7 @@
 #include "devlet/nri/framing.h"
 #include "devlet/nri/runtime_session.h"
 #include "devlet/nri/stub.h"
+#include "devlet/state/container_marker.h"
 
 namespace devlet::nri {
 namespace {
@@ -49,7 +50,6 @@ InMemoryClaimsView* BenchView() {
     claim.uid = "claim-gpu";
     claim.namespace_name = "default";
     claim.name = "gpu";
-    claim.containers = {{"app", {}}};
     PreparedDevice device;
     device.request = "gpu";
     device.device = "gpu1";
@@ -74,6 +74,8 @@ api::CreateContainerRequest BenchRequest() {
   ctr->set_id("ctr");
   ctr->set_name("app");
   ctr->add_env("PATH=/usr/bin:/bin");
+  // The runtime copied it from the CDI device the kubelet gave this container.
+  ctr->add_env(state::ContainerMarkerEnv({"claim-gpu", {"gpu"}, "", "gpu1", ""}, 0));
   ctr->mutable_linux()->mutable_resources()->mutable_cpu()->set_cpus("0-7");
   return request;
 }

@@ -64,7 +64,6 @@ func main() {
 
 	gpu := map[string]any{
 		"uid": "claim-gpu", "namespace": "default", "name": "gpu",
-		"containers": []any{map[string]any{"name": "app"}},
 		"devices": []any{map[string]any{
 			"request": "gpu", "device": "gpu1", "cdiDevices": []string{"devlet.dev/gpu=gpu1"}, "numaNodes": []int{1},
 			"edits": map[string]any{
@@ -126,7 +125,10 @@ func main() {
 		Annotations: map[string]string{"devlet.test/report": "1"}, Labels: map[string]string{},
 		Linux: &api.LinuxPodSandbox{}}
 	c := &api.Container{Id: "ctr-app", PodSandboxId: p.Id, Name: "app", Labels: map[string]string{},
-		Annotations: map[string]string{}, Env: []string{"PATH=/bin"},
+		// The marker of devlet's CDI device for gpu1 (state/container_marker.h): the container
+		// names the claim, so a runtime that applies the kubelet's CDI devices copied it in.
+		Annotations: map[string]string{}, Env: []string{"PATH=/bin",
+			"DEVLET_CLAIM_CLAIM_GPU_0=claim=claim-gpu request=gpu device=/gpu1"},
 		Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
 			Cpu: &api.LinuxCPU{Cpus: "0-7"}, Memory: &api.LinuxMemory{}}}}
 

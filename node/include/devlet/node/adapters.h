@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "devlet/devices/actions.h"
@@ -102,14 +103,19 @@ class DevicesBackend final : public dra_kubelet::DeviceBackend {
 
 // CheckpointClaimsView answers the NRI plugin from the state/ checkpoint: the claims recorded as
 // PrepareCompleted for a pod, each device with its CDI device IDs, the CDI edits resolved from the
-// claim's own CDI spec files, and its NUMA node (attribute resource.kubernetes.io/numaNode).
+// claim's own CDI spec files, and its NUMA node (attribute resource.kubernetes.io/numaNode). A
+// checkpoint that cannot be read is an error; a claim whose CDI spec files (under `cdi_root`)
+// cannot be read or decoded, or whose devices' CDI IDs do not resolve in them, comes back with
+// PreparedClaim::error naming the file or device (fail closed: a container naming the claim is
+// not created; one that does not name it is unaffected).
 //
-// DRA-allocated CPU and memory: for a claim with CPU devices (attribute type=cpu), the
+// DRA-allocated CPU and memory: for each CPU device (attribute type=cpu) of a claim, the
 // capacity its allocation consumed (status.allocation.devices.results[].consumedCapacity
-// "cpus" and "memory", read once per claim UID from `claims` and cached: an allocation never
-// changes under one UID) becomes the claim's cpu_millis and memory_limit_bytes (the NRI plugin
-// turns them into CFS quota, shares and a memory limit; the CPU devices' numaNode aligns the
-// cpuset). Without `claims`, or when the claim cannot be read, only the NUMA alignment applies.
+// "cpus" and "memory" of the result with that pool, device and share ID, read once per claim
+// UID from `claims` and cached: an allocation never changes under one UID) becomes the device's
+// cpu_millis and memory_limit_bytes (the NRI plugin turns them into CFS quota, shares and a
+// memory limit of the containers that get the device; its numaNode aligns the cpuset). Without
+// `claims`, or when the claim cannot be read, only the NUMA alignment applies.
 //
 // Network data (KEP-5304 deferred metadata): at RunPodSandbox, for each claim prepared for that
 // pod alone, every network device (attribute type nic or vf) with a netdev on the host gets
@@ -135,22 +141,27 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
   // the discovered attributes only) is read for each function's netdev. Call before NRI starts.
   void SetNetworkUpdater(NetworkUpdater updater, const devices::Sysfs* sysfs);
 
-  std::vector<nri::PreparedClaim> ClaimsForPod(std::string_view pod_uid) const override;
+  absl::StatusOr<std::vector<nri::PreparedClaim>> ClaimsForPod(
+      std::string_view pod_uid) const override;
   absl::Status PodNetworkReady(const nri::PodNetwork& network) const override;
 
  private:
-  // CpuAllocation is what a claim's allocation consumed from CPU devices.
+  // CpuAllocation is what a claim's allocation consumed from one CPU device.
   struct CpuAllocation {
     std::optional<std::int64_t> cpu_millis;
     std::optional<std::int64_t> memory_bytes;
   };
-  std::optional<CpuAllocation> CpuAllocationOf(const state::PreparedClaim& claim) const;
+  // DeviceKey is (pool, device, share ID).
+  using DeviceKey = std::tuple<std::string, std::string, std::string>;
+  using CpuAllocations = std::map<DeviceKey, CpuAllocation>;
+  CpuAllocations CpuAllocationOf(const state::PreparedClaim& claim) const;
+  nri::PreparedClaim ToNriClaim(const state::PreparedClaim& claim) const;
 
   state::CheckpointStore& store_;
   std::string cdi_root_;
   kube::ObjectStore* claims_;
   mutable std::mutex cache_mu_;
-  mutable std::map<std::string, CpuAllocation> cache_;  // by claim UID
+  mutable std::map<std::string, CpuAllocations> cache_;  // by claim UID
   NetworkUpdater network_updater_;
   const devices::Sysfs* sysfs_ = nullptr;
 };

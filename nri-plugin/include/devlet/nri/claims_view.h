@@ -2,12 +2,14 @@
 //
 // The narrow view of node state the NRI plugin needs: for a pod UID, the ResourceClaims the node
 // prepared for it, with each device's CDI names and resolved CDI edits, the device-metadata files
-// to mount, the NUMA nodes, and CPU/memory that DRA allocated. The node agent implements it over
-// its checkpointed state; InMemoryClaimsView serves tests and the standalone demo.
+// to mount, the NUMA nodes, and CPU/memory that DRA allocated. Which of them a container gets is
+// not here: the container's environment says it (state/container_marker.h). The node agent
+// implements the view over its checkpointed state; InMemoryClaimsView serves tests and the
+// standalone demo.
 //
 //   InMemoryClaimsView view;
 //   view.Set("pod-uid", {claim});
-//   for (const PreparedClaim& claim : view.ClaimsForPod("pod-uid")) { ... }
+//   DEVLET_ASSIGN_OR_RETURN(std::vector<PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
 #pragma once
 
 #include <cstdint>
@@ -62,15 +64,21 @@ struct CdiEdits {
   std::vector<CdiHook> hooks;
 };
 
-// PreparedDevice is one allocated device of a claim as prepared on this node.
+// PreparedDevice is one allocated device of a claim as prepared on this node. A container gets
+// it when its environment carries the device's marker (claim UID, pool, device, share ID).
 struct PreparedDevice {
   std::string request;  // the claim request (or "request/subrequest") it satisfies
   std::string driver;
   std::string pool;
   std::string device;
+  std::string share_id;                        // empty unless allocated with a share ID
   std::vector<std::string> cdi_device_names;  // fully qualified "vendor/class=name"
   CdiEdits edits;                              // the same devices as resolved edits
   std::vector<int> numa_nodes;                 // empty: no NUMA affinity
+  // CPU (millicpus) and memory (bytes) that the allocation of this device consumed (a CPU
+  // device's consumed capacity): limits of the containers that get the device.
+  std::optional<int64_t> cpu_millis;
+  std::optional<int64_t> memory_limit_bytes;
 };
 
 // FileMount is a host file bind-mounted read-only into containers (device metadata).
@@ -79,22 +87,15 @@ struct FileMount {
   std::string container_path;
 };
 
-// ContainerRef names a container of the pod that uses a claim, and which requests of it
-// (empty: all), as in the pod spec's `resources.claims`.
-struct ContainerRef {
-  std::string name;
-  std::vector<std::string> requests;
-};
-
 // PreparedClaim is one ResourceClaim prepared for a pod.
 struct PreparedClaim {
   std::string uid;
   std::string namespace_name;
   std::string name;
-  // Containers that use the claim; empty means every container of the pod.
-  std::vector<ContainerRef> containers;
   std::vector<PreparedDevice> devices;
-  CdiEdits claim_edits;  // edits of the claim as a whole (e.g. common env)
+  // Edits, metadata files, cpuset/mems and CPU/memory of the claim as a whole: given to every
+  // container that gets at least one of its devices.
+  CdiEdits claim_edits;  // e.g. common env
   std::vector<FileMount> metadata_mounts;
   std::string cpuset;  // CPUs DRA allocated exclusively to the claim (cpulist), "" = none
   std::string mems;    // memory nodes for those CPUs (cpulist), "" = derive from the topology
@@ -103,6 +104,10 @@ struct PreparedClaim {
   // claim counts as 1000 per allocated CPU. Becomes the container's CPU limit (CFS quota) and
   // weight (shares), so DRA-allocated CPU is enforced like a kubelet CPU request and limit.
   std::optional<int64_t> cpu_millis;
+  // Non-empty: the claim is prepared but what it gives containers cannot be resolved now (e.g.
+  // its CDI spec is unreadable); a container that names it fails with this message, others of
+  // the pod are unaffected.
+  std::string error;
 };
 
 // PodNetwork is a pod sandbox's network as the runtime reports it in RunPodSandbox, which runs
@@ -117,13 +122,16 @@ struct PodNetwork {
 
 // PreparedClaimsView answers which claims are prepared for a pod, and learns the pod's network
 // for them. Implementations are thread-safe; ClaimsForPod must be fast (it runs inside
-// CreateContainer).
+// CreateContainer, and only for containers that name a claim).
 class PreparedClaimsView {
  public:
   virtual ~PreparedClaimsView() = default;
 
-  // ClaimsForPod returns the claims prepared for the pod with UID `pod_uid` (empty if none).
-  virtual std::vector<PreparedClaim> ClaimsForPod(std::string_view pod_uid) const = 0;
+  // ClaimsForPod returns the claims prepared for the pod with UID `pod_uid` (empty if none), or
+  // an error when the node's prepared claims cannot be read at all (the container that named a
+  // claim then fails to be created, and the runtime retries).
+  virtual absl::StatusOr<std::vector<PreparedClaim>> ClaimsForPod(
+      std::string_view pod_uid) const = 0;
 
   // PodNetworkReady tells the node state the pod's network once it is set up, so that the
   // network devices of the pod's claims get their network data (KEP-5304 device metadata,
@@ -139,7 +147,8 @@ class PreparedClaimsView {
 // InMemoryClaimsView is a PreparedClaimsView backed by a map.
 class InMemoryClaimsView final : public PreparedClaimsView {
  public:
-  std::vector<PreparedClaim> ClaimsForPod(std::string_view pod_uid) const override;
+  absl::StatusOr<std::vector<PreparedClaim>> ClaimsForPod(
+      std::string_view pod_uid) const override;
 
   // Set replaces the claims of a pod.
   void Set(const std::string& pod_uid, std::vector<PreparedClaim> claims);
@@ -154,14 +163,16 @@ class InMemoryClaimsView final : public PreparedClaimsView {
 };
 
 // ParseClaimsJson reads `{"<pod uid>": [claim, ...], ...}` where a claim is
-//   {"uid", "namespace", "name", "containers": [{"name", "requests": []}], "devices": [
-//     {"request", "driver", "pool", "device", "cdiDevices": [], "numaNodes": [],
+//   {"uid", "namespace", "name", "error", "devices": [
+//     {"request", "driver", "pool", "device", "shareId", "cdiDevices": [], "numaNodes": [],
+//      "cpuMillis", "memoryLimitBytes",
 //      "edits": {"env": [], "deviceNodes": [{"path", "hostPath", "type", "major", "minor",
 //                "fileMode", "uid", "gid"}], "mounts": [{"hostPath", "containerPath", "type",
 //                "options"}], "hooks": [{"hookName", "path", "args", "env", "timeout"}]}}],
 //    "edits": {...}, "metadataMounts": [{"hostPath", "containerPath"}],
 //    "cpuset", "mems", "memoryLimitBytes", "cpuMillis"}
-// (CDI spec spelling for the edits). Errors name the offending pod and field.
+// (CDI spec spelling for the edits). Errors name the offending pod and field. A claim with
+// "containers" is refused: containers name claims through their environment now.
 absl::StatusOr<std::map<std::string, std::vector<PreparedClaim>>> ParseClaimsJson(
     std::string_view json);
 

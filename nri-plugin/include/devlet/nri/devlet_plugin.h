@@ -2,10 +2,20 @@
 //
 // devlet's NRI handlers: make a DRA allocation real inside each container at creation.
 //
-// For every claim prepared for the container's pod (PreparedClaimsView, by pod UID) that the
-// container uses (the claim's container list, by name and request; an empty list means every
-// container), CreateContainer returns one adjustment with
-//   (a) the devices, by CDI policy: the CDI device names (runtime resolves them; NRI v0.7.0+),
+// Which devices a container gets: exactly those whose markers (state/container_marker.h) are in
+// its environment. The kubelet passes a device's CDI IDs only to the containers that name its
+// claim (and request) in their resources, and the runtime copies the CDI device's environment,
+// marker included, into those containers alone; init containers and sidecars that name no claim
+// carry no marker and are left alone, without the prepared claims even being read. So scoping
+// needs a runtime that applies the kubelet's CDI devices (containerd >= 1.7 with CDI enabled, the
+// default from 2.0; CRI-O). Fail closed: a container with a marker whose claims cannot be read
+// (PreparedClaimsView error), whose claim cannot be resolved (PreparedClaim::error), or that
+// names a claim or device devlet has not prepared for the pod fails CreateContainer with an error
+// naming the claim; the runtime reports it and the kubelet retries.
+//
+// For the claims prepared for the container's pod (PreparedClaimsView, by pod UID) of which the
+// container gets at least one device, CreateContainer returns one adjustment with
+//   (a) the devices the container names, by CDI policy: the CDI device names (runtime resolves them; NRI v0.7.0+),
 //       or the resolved CDI edits (device nodes, mounts, env, hooks) for runtimes that do not
 //       apply CDI themselves, or nothing when the runtime already applies the kubelet's CDI
 //       devices;
@@ -94,8 +104,9 @@ class DevletPlugin {
   Handlers MakeHandlers();
 
   // BuildAdjustment computes the CreateContainer adjustment for a container (no bookkeeping).
-  // Fails only when devlet's own data is unusable (a device node that cannot be resolved, a
-  // malformed cpuset), naming the claim and the field.
+  // Fails when the container names a claim that cannot be read or resolved, or that devlet has
+  // not prepared for the pod, or when devlet's own data is unusable (a device node that cannot
+  // be resolved, a malformed cpuset, a malformed marker), naming the claim and the field.
   absl::StatusOr<api::ContainerAdjustment> BuildAdjustment(const api::PodSandbox& pod,
                                                            const api::Container& container) const;
 

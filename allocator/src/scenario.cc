@@ -1,6 +1,7 @@
 #include "devlet/allocator/scenario.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "devlet/cel/dra.h"
 #include "devlet/common/flags.h"
 #include "devlet/common/status.h"
@@ -284,16 +286,38 @@ std::string NodeOutcome::Summary() const {
 
 namespace {
 
-absl::StatusOr<std::string> ReadInput(const std::string& path) {
-  if (path == "-") {
-    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+// ReadLimited reads `in` up to `limit` bytes and stops there: more input is refused without
+// being read (1 GB on stdin used to be read whole, 987 MB of RSS, before the decoder's limit
+// refused it).
+absl::StatusOr<std::string> ReadLimited(std::istream& in, const std::string& name, size_t limit) {
+  std::string out;
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof buf);
+    const size_t got = static_cast<size_t>(in.gcount());
+    if (got > limit - out.size()) {
+      return InvalidArgument(name + ": input is more than the limit of " + std::to_string(limit) +
+                             " bytes (" + std::to_string(limit >> 20) + " MiB)");
+    }
+    out.append(buf, got);
+  }
+  if (in.bad()) return Internal(name + ": read error");
+  return out;
+}
+
+absl::StatusOr<std::string> ReadInput(const std::string& path, size_t limit) {
+  if (path == "-") return ReadLimited(std::cin, "stdin", limit);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > limit) {
+      return InvalidArgument(path + ": input is more than the limit of " + std::to_string(limit) +
+                             " bytes (" + std::to_string(limit >> 20) + " MiB)");
+    }
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path + ": cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Internal(path + ": read error");
-  return buffer.str();
+  return ReadLimited(in, path, limit);
 }
 
 std::string Pad(std::string s, size_t width) {
@@ -326,17 +350,24 @@ int RunDevletAlloc(int argc, char** argv) {
   CLI::App app{
       "devlet-alloc: allocate DRA ResourceClaims on a node, as the Kubernetes scheduler would.\n"
       "Input: DeviceClass, ResourceSlice, ResourceClaim, Node, DeviceTaintRule, Pod (YAML or\n"
-      "JSON). Claims with status.allocation are already allocated; the others are one pod's\n"
-      "claims. A Pod's extended resources served by a DeviceClass become one more claim.\n"
-      "Exit: 0 allocated, 1 cannot be allocated on that node, 2 error."};
+      "JSON), at most 64 MiB per file. Claims with status.allocation are already allocated;\n"
+      "the others are one pod's claims. A Pod's extended resources served by a DeviceClass\n"
+      "become one more claim. Nothing to allocate: an empty List.\n"
+      "Exit: 0 allocated, 1 cannot be allocated on that node (also: the search ran out of\n"
+      "--timeout), 2 error.",
+      "devlet-alloc"};
   std::vector<std::string> files;
-  std::string node_name, gates;
+  std::string node_name, gates, timeout_text = "10s";
   bool all_nodes = false, explain = false;
   app.add_option("-f,--filename", files, "Input file (repeatable; - for stdin)")->required();
   app.add_option("--node", node_name, "Node to allocate on");
   app.add_option("--feature-gates", gates, "Feature gates, e.g. DRAConsumableCapacity=false");
   app.add_flag("--all-nodes", all_nodes, "Try every node; print which fit and why others do not");
   app.add_flag("--explain", explain, "Explain, on stderr, what the search considered");
+  app.add_option("--timeout", timeout_text,
+                 "Bound on the search per node, as the scheduler's filterTimeout (Go duration: "
+                 "10s, 500ms, 1m; 0 for none)")
+      ->capture_default_str();
   try {
     flags::Parse(app, argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -352,24 +383,50 @@ int RunDevletAlloc(int argc, char** argv) {
   if (all_nodes == !node_name.empty()) return fail("give exactly one of --node NAME and --all-nodes");
   auto features = ParseFeatureGates(gates);
   if (!features.ok()) return fail(Message(features.status()));
+  absl::Duration timeout;
+  if (!absl::ParseDuration(timeout_text, &timeout) || timeout < absl::ZeroDuration()) {
+    return fail("--timeout: invalid duration \"" + timeout_text + "\" (e.g. 10s, 500ms, 0)");
+  }
+  // Each node's search gets its own budget, as each of the scheduler's Filter calls does.
+  auto options_for_node = [&] {
+    AllocateOptions options;
+    if (timeout > absl::ZeroDuration()) {
+      options.timeout = std::chrono::milliseconds(
+          std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+      options.deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+    }
+    return options;
+  };
   std::vector<kube::Object> objects;
   for (const std::string& file : files) {
-    auto text = ReadInput(file);
+    kube::DecodeOptions decode_options;
+    auto text = ReadInput(file, decode_options.max_bytes);
     if (!text.ok()) return fail(Message(text.status()));
-    kube::DecodeOptions options;
-    options.source = file == "-" ? "stdin" : file;
-    auto decoded = kube::Decode(*text, options);
+    decode_options.source = file == "-" ? "stdin" : file;
+    auto decoded = kube::Decode(*text, decode_options);
     if (!decoded.ok()) return fail(Message(decoded.status()));
     for (auto& o : *decoded) objects.push_back(std::move(o));
   }
   auto scenario = Scenario::FromObjects(std::move(objects), *features);
   if (!scenario.ok()) return fail(Message(scenario.status()));
   if (scenario->pending().empty() && !scenario->pod()) {
-    return fail("no ResourceClaim without status.allocation (and no Pod) in the input");
+    // Nothing to allocate (upstream: nothing to do): the empty List of allocated claims.
+    std::cout << kube::EncodeJsonList({}, {.indent = 2}) << "\n";
+    return 0;
   }
+  auto timed_out = [](const NodeOutcome& out) {
+    return out.outcome.kind == AllocateOutcome::Kind::kError &&
+           out.outcome.status.code() == absl::StatusCode::kDeadlineExceeded;
+  };
 
   if (!all_nodes) {
-    NodeOutcome out = scenario->AllocateOn(node_name);
+    NodeOutcome out = scenario->AllocateOn(node_name, options_for_node());
+    if (timed_out(out)) {
+      // Not an error for the pod: the scheduler counts a timed-out Filter as this node not
+      // fitting in this cycle.
+      std::cerr << "devlet-alloc: " << Message(out.outcome.status) << "\n";
+      return 1;
+    }
     if (explain) PrintExplanation(out, std::cerr);
     switch (out.outcome.kind) {
       case AllocateOutcome::Kind::kAllocated: {
@@ -389,9 +446,10 @@ int RunDevletAlloc(int argc, char** argv) {
   std::vector<NodeOutcome> outcomes;
   size_t width = 4;
   for (const std::string& n : nodes) {
-    outcomes.push_back(scenario->AllocateOn(n));
+    outcomes.push_back(scenario->AllocateOn(n, options_for_node()));
     width = std::max(width, n.size());
-    if (outcomes.back().outcome.kind == AllocateOutcome::Kind::kError) {
+    if (outcomes.back().outcome.kind == AllocateOutcome::Kind::kError &&
+        !timed_out(outcomes.back())) {
       return fail(Message(outcomes.back().outcome.status));  // the pod fails everywhere
     }
   }

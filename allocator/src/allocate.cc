@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct ReqData {
   std::string name;    // request or subrequest name
   std::string parent;  // main request name for subrequests
   std::string full_name;
+  int explain_id = 0;  // --explain: one number per distinct full_name (Search::NoteKey)
   const kube::DeviceClass* device_class = nullptr;
   const SelectorSet* selectors = nullptr;
   bool all_mode = false;
@@ -243,7 +245,15 @@ class Search {
                                                            const PoolView& p);
   void ConstraintRemove(ConstraintState& c, const ReqData& r);
   static bool ConstraintApplies(const ConstraintState& c, const ReqData& r);
-  void Note(const ReqData& r, const CompiledDevice& d, const PoolView& p, std::string verdict);
+  // Note records a candidate's verdict for --explain, once per (request name, device). Cheap when
+  // the pair is known already: the search calls it on every device it looks at.
+  void Note(const ReqData& r, const CompiledDevice& d, const PoolView& p, std::string_view verdict);
+  bool Noted(const ReqData& r, const CompiledDevice& d) const {
+    return options_.explain == nullptr || noted_.count(NoteKey(r, d)) != 0;
+  }
+  static uint64_t NoteKey(const ReqData& r, const CompiledDevice& d) {
+    return (static_cast<uint64_t>(r.explain_id) << 32) | d.key;
+  }
   absl::Status CheckInterrupt(int claim);
 
   const SnapshotImpl& snap_;
@@ -277,10 +287,11 @@ class Search {
     std::vector<GroupUndo> groups;
   };
   std::vector<std::vector<Undo>> undo_;
-  // --explain: the candidate entry of each (request name, device) noted so far. Keyed by the
-  // device's key, not its text, so that a search that backtracks a million times does not build
-  // a million strings.
-  std::map<std::pair<std::string_view, KeyId>, size_t> noted_;
+  // --explain: the candidate entry of each (request name, device) noted so far, keyed by
+  // NoteKey (numbers, not text: a search that backtracks a million times looks them up a million
+  // times). Request names get their numbers in Prepare (explain_ids_).
+  std::unordered_map<uint64_t, size_t> noted_;
+  std::map<std::string, int, std::less<>> explain_ids_;
   // Derived attribute values of this call, per (device, expression): upstream evaluates each
   // expression at most once per device and Allocate call, whichever name or request uses it.
   std::map<std::pair<KeyId, std::string>, std::unique_ptr<CompiledAttribute>, std::less<>>
@@ -322,12 +333,12 @@ absl::Status Search::CheckInterrupt(int claim) {
 }
 
 void Search::Note(const ReqData& r, const CompiledDevice& d, const PoolView& p,
-                  std::string verdict) {
+                  std::string_view verdict) {
   if (options_.explain == nullptr) return;
-  auto [it, inserted] =
-      noted_.try_emplace({r.full_name, d.key}, options_.explain->candidates.size());
+  auto [it, inserted] = noted_.try_emplace(NoteKey(r, d), options_.explain->candidates.size());
   if (!inserted) return;
-  options_.explain->candidates.push_back({r.full_name, p.id + "/" + d.name, std::move(verdict)});
+  options_.explain->candidates.push_back(
+      {r.full_name, p.id + "/" + d.name, std::string(verdict)});
 }
 
 absl::StatusOr<ReqData> Search::ValidateRequest(const ClaimData& claim, int request_index,
@@ -370,6 +381,8 @@ absl::StatusOr<ReqData> Search::ValidateRequest(const ClaimData& claim, int requ
     capacity = &s.capacity;
     derived = &s.derived_attributes;
   }
+  r.explain_id = explain_ids_.try_emplace(r.full_name, static_cast<int>(explain_ids_.size()))
+                     .first->second;
   if (!derived->empty()) {
     // Rejected rather than ignored with the gate off: the constraints would silently change.
     if (!features_.derived_attributes) {
@@ -1110,9 +1123,11 @@ absl::StatusOr<bool> Search::AllocateDevice(int claim, const ReqData& r, const D
       return added.status();
     }
     if (!*added) {
-      Note(r, device, pool,
-           std::string(c.match ? "matchAttribute " : "distinctAttribute ") +
-               (c.domain.empty() ? c.id : c.domain + "/" + c.id) + " not satisfied");
+      if (!Noted(r, device)) {
+        Note(r, device, pool,
+             std::string(c.match ? "matchAttribute " : "distinctAttribute ") +
+                 (c.domain.empty() ? c.id : c.domain + "/" + c.id) + " not satisfied");
+      }
       rollback();
       if (must) {
         return FailedPrecondition("claim " + claims_[claim].label + ", request " + r.name +
@@ -1185,7 +1200,7 @@ void Search::Deallocate(int claim) {
   const ReqData& r = *entry.request;
   const CompiledDevice& device = *entry.device;
   if (options_.explain != nullptr) {
-    if (auto it = noted_.find({r.full_name, device.key}); it != noted_.end()) {
+    if (auto it = noted_.find(NoteKey(r, device)); it != noted_.end()) {
       std::string& verdict = options_.explain->candidates[it->second].verdict;
       if (verdict == "selected") verdict = "selected, then released when the search backtracked";
     }

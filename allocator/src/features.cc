@@ -31,7 +31,7 @@ constexpr Gate kGates[] = {
     {"DRAFractionalCapacityRange", &Features::fractional_capacity_range, false},
     {"DRADerivedAttributes", &Features::derived_attributes, false},
     {"DRADeviceCompatibilityGroups", &Features::compatibility_groups, false},
-    {"DRASchedulerFilterTimeout", nullptr, false},
+    {"DRASchedulerFilterTimeout", &Features::scheduler_filter_timeout, false},
     {"DRANodeAllocatableResources", nullptr, false},
     {"DRAWorkloadResourceClaims", nullptr, false},
     {"DRAOptionalNodeOperations", nullptr, false},

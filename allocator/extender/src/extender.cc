@@ -480,6 +480,20 @@ std::string AttrText(const kube::DeviceAttribute& a) {
   return "";
 }
 
+// Budget applies the per-request timeout (DRASchedulerFilterTimeout, upstream's filterTimeout)
+// to an allocation's options: every verb's search stops at `start + timeout` when the gate is on.
+void Budget(const ClusterState& state, const Options& options, Clock::time_point start,
+            allocator::AllocateOptions& allocate_options) {
+  if (!state.features().scheduler_filter_timeout || options.filter_timeout.count() <= 0) return;
+  allocate_options.deadline = start + options.filter_timeout;
+  allocate_options.timeout = options.filter_timeout;
+}
+
+bool TimedOut(const allocator::AllocateOutcome& out) {
+  return out.kind == allocator::AllocateOutcome::Kind::kError &&
+         out.status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
 const allocator::AllocatedState& EmptyState() {
   static const allocator::AllocatedState* empty = new allocator::AllocatedState();
   return *empty;
@@ -614,9 +628,7 @@ std::string Extender::Filter(std::string_view body) {
   const allocator::AllocatedState& allocated = score ? EmptyState() : state_.allocated_locked();
   const allocator::Snapshot& snapshot = state_.snapshot_locked();
   allocator::AllocateOptions allocate_options;
-  if (options_.filter_timeout.count() > 0) {
-    allocate_options.deadline = start + options_.filter_timeout;
-  }
+  Budget(state_, options_, start, allocate_options);
   // Score mode's filter (against the empty state) needs only the verdict; allocate mode's kept
   // outcome also serves prioritize, which scores the chosen devices and the node's use.
   allocate_options.verdict_only = score;
@@ -673,7 +685,14 @@ std::string Extender::Filter(std::string_view body) {
         verdict[i] = out.reason.empty() ? "cannot allocate all claims" : out.reason;
         break;
       case allocator::AllocateOutcome::Kind::kError:
-        if (!score) errors[i] = out.status;  // score mode: not provable, let the plugin decide
+        // A search that ran out of time fails this node for this cycle, as upstream's Filter
+        // does (Unschedulable: "timed out trying to allocate devices"); other errors fail the
+        // pod. Score mode: not provable either way, let the plugin decide.
+        if (!score && TimedOut(out)) {
+          verdict[i] = Message(out.status);
+        } else if (!score) {
+          errors[i] = out.status;
+        }
         return;  // errors (timeouts too) are not kept
     }
     if (c.reusable) {
@@ -809,10 +828,12 @@ std::string Extender::Prioritize(std::string_view body) {
           scores[i] = 5;  // nothing to place: neutral
           return;
         }
-        allocator::AllocateOutcome out =
-            allocator::Allocate(snapshot, *c.node, **for_node, state_.allocated_locked(),
-                                {.count_node_devices = true, .devices_only = true});
-        if (out.kind == allocator::AllocateOutcome::Kind::kError) return;
+        allocator::AllocateOptions allocate_options{.count_node_devices = true,
+                                                    .devices_only = true};
+        Budget(state_, options_, start, allocate_options);
+        allocator::AllocateOutcome out = allocator::Allocate(
+            snapshot, *c.node, **for_node, state_.allocated_locked(), allocate_options);
+        if (out.kind == allocator::AllocateOutcome::Kind::kError) return;  // timeouts too: 0
         entry.version = c.version;
         entry.devices = out.node_devices;
         entry.in_use = out.node_devices_in_use;
@@ -892,43 +913,66 @@ std::string Extender::Bind(std::string_view body) {
     return fail("Pod \"" + pod_key + "\": UID " + uid + " does not match " + pod->metadata.uid);
   }
 
-  // Reserve: allocate on the chosen node and hold the devices, under the exclusive lock.
+  // Reserve: allocate on the chosen node, then hold the devices. The search runs on a snapshot
+  // of the state, under no lock: under the exclusive lock it blocked every other pod's filter
+  // and prioritize for as long as it took (issue 14 §0.4). The exclusive lock is taken only to
+  // commit, and only if nothing the allocation depends on changed meanwhile (the node's
+  // NodeVersion covers its Node, the pools it sees, their allocations and holds, classes and
+  // taint rules); otherwise the search runs again on the new state.
+  const auto start = Clock::now();
+  allocator::AllocateOptions allocate_options;
+  Budget(state_, options_, start, allocate_options);
   PodClaims claims;
   std::vector<kube::AllocationResult> results;
-  {
-    std::unique_lock lock(state_.mutex());
+  constexpr int kReserveAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
     std::optional<kube::Node> node;
-    auto node_it = state_.nodes_locked().find(node_name);
-    if (node_it != state_.nodes_locked().end()) {
-      node = node_it->second;
-    } else {
-      node = ImpliedNode(state_, node_name);
-    }
-    if (!node) return fail("node \"" + node_name + "\" is not known to devlet-extender");
-    absl::StatusOr<PodClaims> resolved = Resolve(state_, *pod, &*node);
-    if (!resolved.ok()) return fail(Message(resolved.status()));
-    if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
-    claims = std::move(*resolved);
-    std::string mismatch = AllocatedMismatch(claims, *node);
-    if (!mismatch.empty()) return fail(mismatch);
-    if (!claims.pending.empty()) {
-      allocator::AllocateOutcome out =
-          allocator::Allocate(state_.snapshot_locked(), *node,
-                              Pointers(claims.pending), state_.allocated_locked(), {});
-      if (out.kind == allocator::AllocateOutcome::Kind::kError) return fail(Message(out.status));
-      if (out.kind == allocator::AllocateOutcome::Kind::kUnschedulable) {
-        return fail("node \"" + node_name + "\": devices no longer available for pod \"" +
-                    pod_key + "\": " + out.reason);
+    std::shared_ptr<const allocator::Snapshot> snapshot;
+    allocator::AllocatedState allocated;
+    ClusterState::NodeVersion version;
+    {
+      std::shared_lock lock(state_.mutex());
+      auto node_it = state_.nodes_locked().find(node_name);
+      if (node_it != state_.nodes_locked().end()) {
+        node = node_it->second;
+      } else {
+        node = ImpliedNode(state_, node_name);
       }
-      results = std::move(out.results);
-      for (size_t i = 0; i < results.size(); ++i) {
-        absl::Status held = state_.HoldLocked(claims.pending[i].metadata.uid, results[i]);
-        if (!held.ok()) {
-          for (size_t k = 0; k < i; ++k) state_.ReleaseLocked(claims.pending[k].metadata.uid);
-          return fail(Message(held));
-        }
+      if (!node) return fail("node \"" + node_name + "\" is not known to devlet-extender");
+      absl::StatusOr<PodClaims> resolved = Resolve(state_, *pod, &*node);
+      if (!resolved.ok()) return fail(Message(resolved.status()));
+      if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
+      claims = std::move(*resolved);
+      std::string mismatch = AllocatedMismatch(claims, *node);
+      if (!mismatch.empty()) return fail(mismatch);
+      if (claims.pending.empty()) break;
+      snapshot = state_.snapshot_shared_locked();
+      allocated = state_.allocated_locked();
+      version = state_.node_version_locked(node_name);
+    }
+    allocator::AllocateOutcome out = allocator::Allocate(
+        *snapshot, *node, Pointers(claims.pending), allocated, allocate_options);
+    if (out.kind == allocator::AllocateOutcome::Kind::kError) return fail(Message(out.status));
+    if (out.kind == allocator::AllocateOutcome::Kind::kUnschedulable) {
+      return fail("node \"" + node_name + "\": devices no longer available for pod \"" +
+                  pod_key + "\": " + out.reason);
+    }
+    std::unique_lock lock(state_.mutex());
+    if (!(state_.node_version_locked(node_name) == version)) {
+      ++counters_.bind_reserve_retries;
+      if (attempt < kReserveAttempts) continue;
+      return fail("node \"" + node_name + "\": its devices kept changing while binding pod \"" +
+                  pod_key + "\" (" + std::to_string(kReserveAttempts) + " attempts)");
+    }
+    results = std::move(out.results);
+    for (size_t i = 0; i < results.size(); ++i) {
+      absl::Status held = state_.HoldLocked(claims.pending[i].metadata.uid, results[i]);
+      if (!held.ok()) {
+        for (size_t k = 0; k < i; ++k) state_.ReleaseLocked(claims.pending[k].metadata.uid);
+        return fail(Message(held));
       }
     }
+    break;
   }
   auto release = [&] {
     std::unique_lock lock(state_.mutex());

@@ -47,6 +47,11 @@ const allocator::Snapshot& ClusterState::snapshot_locked() const {
   return *snapshot_;
 }
 
+std::shared_ptr<const allocator::Snapshot> ClusterState::snapshot_shared_locked() const {
+  if (dirty_.load(std::memory_order_acquire)) FlushSnapshot();
+  return snapshot_;
+}
+
 void ClusterState::FlushSnapshot() const {
   std::lock_guard lock(snapshot_mu_);
   if (!dirty_.load(std::memory_order_relaxed)) return;

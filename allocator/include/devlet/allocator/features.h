@@ -32,6 +32,10 @@ struct Features {
   bool fractional_capacity_range = true;  // DRAFractionalCapacityRange
   bool derived_attributes = false;        // DRADerivedAttributes (alpha)
   bool compatibility_groups = false;      // DRADeviceCompatibilityGroups (alpha)
+  // DRASchedulerFilterTimeout (beta, on): bound each scheduling verb's search by a timeout
+  // (upstream's filterTimeout, 10 s in the scheduler). Not an allocator feature: the callers
+  // (devlet-extender, devlet-alloc) read it to decide whether to set a deadline.
+  bool scheduler_filter_timeout = true;
 
   // Binding conditions need both gates (upstream's DeviceBindingAndStatus).
   bool binding_and_status() const {

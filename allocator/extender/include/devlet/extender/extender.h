@@ -13,8 +13,11 @@
 //   std::string reply = extender.Filter(request_body);
 //
 // Concurrency: Filter and Prioritize run concurrently with each other (shared lock on the state);
-// Bind serializes only its reservation step (allocate on the chosen node + hold the devices), so two
-// pods racing for one device never both bind. Watch events (Apply/Delete) take the exclusive lock
+// Bind allocates on a snapshot of the state outside the lock and takes the exclusive lock only to
+// hold the devices, after checking that the node's state did not change meanwhile (else it
+// searches again), so two pods racing for one device never both bind and a slow search blocks
+// nobody. Every verb's search is bounded by Options::filter_timeout while the
+// DRASchedulerFilterTimeout gate is on. Watch events (Apply/Delete) take the exclusive lock
 // and update the allocator's snapshot incrementally (Snapshot::WithSlice etc.), never rebuilding it.
 #pragma once
 
@@ -93,6 +96,9 @@ class ClusterState {
   // snapshot_locked first applies the slice and class changes collected since the last call (with
   // the shared or exclusive lock held; see snapshot_mu_).
   const allocator::Snapshot& snapshot_locked() const;
+  // snapshot_shared_locked is the same snapshot, shared: it stays valid after the lock is
+  // released (Bind searches on it outside the lock).
+  std::shared_ptr<const allocator::Snapshot> snapshot_shared_locked() const;
   // NodeVersion identifies the state an allocation on one node sees: it changes whenever
   // anything that allocation depends on may have changed — the node's Node object, the slices
   // of the pools the node sees and their allocations and holds (tracked per node), classes,
@@ -235,7 +241,10 @@ class MemoryWriter : public ClusterWriter {
 struct Options {
   Mode mode = Mode::kScore;
   Policy policy = Policy::kBinPack;
-  // Per-request deadline for Filter's allocator runs (upstream filterTimeout); zero disables.
+  // Per-request deadline of the allocator's search in filter, prioritize and bind (upstream's
+  // filterTimeout), applied while the DRASchedulerFilterTimeout gate is on; zero disables. The
+  // default is kube-scheduler's default extender HTTP timeout (5 s) rather than the in-tree
+  // plugin's 10 s: an answer after the scheduler stopped waiting is wasted work.
   std::chrono::milliseconds filter_timeout{5000};
   // Threads for Filter's per-node allocations (0: hardware concurrency).
   int parallelism = 0;
@@ -255,6 +264,9 @@ struct Counters {
   std::atomic<int64_t> bind_failures{0};
   std::atomic<int64_t> bad_requests{0};
   std::atomic<int64_t> conflicts{0};
+  // Binds whose search (run on a snapshot, outside the lock) found the node changed when it came
+  // to hold the devices, and searched again.
+  std::atomic<int64_t> bind_reserve_retries{0};
   std::atomic<int64_t> filter_micros_total{0};
   std::atomic<int64_t> prioritize_micros_total{0};
 };

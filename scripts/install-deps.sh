@@ -13,6 +13,7 @@ packages=(
   libcpp-httplib-dev libmbedtls-dev
   runc busybox-static
   python3 curl
+  umoci skopeo python3-yaml
 )
 
 missing=()

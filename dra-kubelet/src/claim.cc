@@ -3,8 +3,19 @@
 #include <nlohmann/json.hpp>
 
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 
 namespace devlet::dra_kubelet {
+
+std::string ClaimRef::Display() const {
+  std::string plain = namespace_name + "/" + name;
+  for (unsigned char c : plain) {
+    // Kubernetes names are ASCII letters, digits, '-' and '.': anything else is shown escaped.
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return GoQuote(plain);
+  }
+  return plain;
+}
+
 namespace {
 
 using nlohmann::json;

@@ -12,9 +12,11 @@
 #include "devlet/cdi/spec_dir.h"
 #include "devlet/common/files.h"
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 #include "devlet/dra_kubelet/config.h"
 #include "devlet/kube/codec.h"
 #include "files.h"
+#include "names.h"
 #include "record_json.h"
 
 namespace devlet::dra_kubelet {
@@ -176,6 +178,9 @@ bool CdiSpecWriter::SpecIsCurrent(const std::string& file_name, const CdiSpec& s
 }
 
 absl::Status CdiSpecWriter::RemoveSpec(const std::string& file_name) {
+  if (!internal::IsPlainFileName(file_name)) {
+    return InvalidArgument("CDI spec file name " + GoQuote(file_name) + " is not a plain file name");
+  }
   return cdi::RemoveSpec(root_, StripJson(file_name));
 }
 

@@ -20,18 +20,21 @@ absl::Status MakeDirs(const std::string& path, mode_t mode) {
   for (const auto& part : p) {
     current /= part;
     if (current.string().empty() || std::filesystem::is_directory(current, ec)) continue;
-    if (::mkdir(current.c_str(), mode) != 0 && errno != EEXIST) {
+    if (::mkdir(current.c_str(), mode) != 0) {
+      if (errno == EEXIST) continue;
       return ErrnoToStatus(errno, "creating directory " + current.string());
+    }
+    // Exactly `mode`, whatever the umask took away (readers of metadata files need 0755).
+    if (::chmod(current.c_str(), mode) != 0) {
+      return ErrnoToStatus(errno, "setting the mode of directory " + current.string());
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status RemoveIfExists(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return Internal("removing " + path + ": " + ec.message());
+absl::Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoToStatus(errno, "removing " + path);
   }
   return absl::OkStatus();
 }
@@ -66,6 +69,11 @@ absl::StatusOr<std::vector<std::string>> ListJsonFiles(const std::string& dir) {
 
 void RemoveEmptyDirectory(const std::string& dir) {
   ::rmdir(dir.c_str());  // Fails (and keeps it) unless it is an empty directory.
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 bool PathExists(const std::string& path) {

@@ -16,11 +16,14 @@
 
 namespace devlet::dra_kubelet::internal {
 
-// MakeDirs creates `path` and its parents with `mode` (existing directories are kept).
+// MakeDirs creates `path` and its parents with exactly `mode`, whatever the umask (existing
+// directories are kept as they are).
 absl::Status MakeDirs(const std::string& path, mode_t mode);
 
-// RemoveIfExists removes a file or a directory tree; a missing path is success.
-absl::Status RemoveIfExists(const std::string& path);
+// RemoveFile removes one file (never a directory, and a symlink itself, not its target); a missing
+// path is success. There is deliberately no recursive removal: devlet removes only the files it
+// wrote, then the directories it made if they are empty (RemoveEmptyDirectory).
+absl::Status RemoveFile(const std::string& path);
 
 // ListDirectory returns the names of the entries of `dir` (not "." or ".."), each with whether it
 // is a directory (lstat: a symlink is not); a missing directory is an empty list.
@@ -32,6 +35,9 @@ absl::StatusOr<std::vector<std::string>> ListJsonFiles(const std::string& dir);
 
 // RemoveEmptyDirectory removes `dir` if it is an empty directory; anything else is left alone.
 void RemoveEmptyDirectory(const std::string& dir);
+
+// IsRegularFile reports whether `path` is a regular file (without following a final symlink).
+bool IsRegularFile(const std::string& path);
 
 // PathExists reports whether something exists at `path` (without following a final symlink).
 bool PathExists(const std::string& path);

@@ -8,8 +8,10 @@
 
 #include "devlet/common/files.h"
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 #include "devlet/dra_kubelet/config.h"
 #include "files.h"
+#include "names.h"
 #include "record_json.h"
 
 namespace devlet::dra_kubelet {
@@ -216,8 +218,8 @@ std::string JsonCdiWriter::RenderSpec(const CdiSpec& spec) {
 }
 
 absl::Status JsonCdiWriter::WriteSpec(const std::string& file_name, const CdiSpec& spec) {
-  if (file_name.find('/') != std::string::npos) {
-    return InvalidArgument("CDI spec file name \"" + file_name + "\" must not contain '/'");
+  if (!internal::IsPlainFileName(file_name)) {
+    return InvalidArgument("CDI spec file name " + GoQuote(file_name) + " is not a plain file name");
   }
   DEVLET_RETURN_IF_ERROR(internal::MakeDirs(root_, 0755));
   return WithContext(WriteFileAtomically(root_ + "/" + file_name, RenderSpec(spec), 0644),
@@ -225,10 +227,10 @@ absl::Status JsonCdiWriter::WriteSpec(const std::string& file_name, const CdiSpe
 }
 
 absl::Status JsonCdiWriter::RemoveSpec(const std::string& file_name) {
-  if (file_name.empty() || file_name.find('/') != std::string::npos) {
-    return InvalidArgument("CDI spec file name \"" + file_name + "\" is not a base name");
+  if (!internal::IsPlainFileName(file_name)) {
+    return InvalidArgument("CDI spec file name " + GoQuote(file_name) + " is not a plain file name");
   }
-  return internal::RemoveIfExists(root_ + "/" + file_name);
+  return internal::RemoveFile(root_ + "/" + file_name);
 }
 
 absl::StatusOr<std::vector<std::string>> JsonCdiWriter::ListSpecs() {

@@ -20,6 +20,7 @@
 #include "devlet/dra_kubelet/config.h"
 #include "devlet/state/container_marker.h"
 #include "files.h"
+#include "names.h"
 #include "record_json.h"
 
 namespace devlet::dra_kubelet {
@@ -272,17 +273,46 @@ absl::Status ClaimPreparer::EnsureFiles(const ClaimRecord& record) {
 }
 
 absl::Status ClaimPreparer::RemoveFiles(const ClaimRecord& record) {
+  // Only what this devlet writes is removed, file by file, then the directories it made for them
+  // if they are empty: a record (from an older devlet, or a damaged checkpoint) naming anything
+  // else cannot make unprepare delete it.
   for (const std::string& name : record.cdi_spec_files) {
+    if (!internal::IsPlainFileName(name)) {
+      log::Logger().Error(InvalidArgument("not a plain file name"),
+                          "Not removing a CDI spec outside the CDI root", "claim",
+                          record.claim.Display(), "file", name);
+      continue;
+    }
     DEVLET_RETURN_IF_ERROR(cdi_.RemoveSpec(name));
   }
+  const std::string root = options_.plugin_data_dir + "/dra-device-metadata/";
   for (const std::string& path : record.metadata_files) {
-    DEVLET_RETURN_IF_ERROR(internal::RemoveIfExists(path));
-  }
-  if (!record.metadata_files.empty()) {
-    DEVLET_RETURN_IF_ERROR(internal::RemoveIfExists(options_.plugin_data_dir +
-                                                    "/dra-device-metadata/" +
-                                                    record.claim.namespace_name + "_" +
-                                                    record.claim.name));
+    // <root><ns>_<claim>/<request>/metadata.json, each part a plain name.
+    std::string_view rest(path);
+    std::string_view claim_dir;
+    std::string_view request_dir;
+    bool ours = !options_.plugin_data_dir.empty() && rest.starts_with(root) &&
+                rest.ends_with("/metadata.json");
+    if (ours) {
+      rest = rest.substr(root.size(), rest.size() - root.size() - 14);
+      const std::size_t slash = rest.find('/');
+      ours = slash != std::string_view::npos;
+      if (ours) {
+        claim_dir = rest.substr(0, slash);
+        request_dir = rest.substr(slash + 1);
+        ours = internal::IsPlainFileName(claim_dir) && internal::IsPlainFileName(request_dir);
+      }
+    }
+    if (!ours) {
+      log::Logger().Error(InvalidArgument("not under " + root + "<namespace>_<claim>/<request>/"),
+                          "Not removing a device-metadata file devlet would not have written",
+                          "claim", record.claim.Display(), "file", path);
+      continue;
+    }
+    DEVLET_RETURN_IF_ERROR(internal::RemoveFile(path));
+    const std::string claim_path = root + std::string(claim_dir);
+    internal::RemoveEmptyDirectory(claim_path + "/" + std::string(request_dir));
+    internal::RemoveEmptyDirectory(claim_path);
   }
   return absl::OkStatus();
 }
@@ -345,6 +375,9 @@ absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRe
       // regenerate what is missing, record new consumers, same answer.
       work.kind = Work::Kind::kRepeat;
       work.record = it->second;
+      // A record an older devlet wrote may carry names it did not check: its files are not
+      // regenerated from them.
+      DEVLET_RETURN_IF_ERROR(internal::CheckRecordNames(work.record));
       for (const std::string& pod : claim.reserved_for_uids) {
         if (std::find(work.record.pod_uids.begin(), work.record.pod_uids.end(), pod) ==
             work.record.pod_uids.end()) {
@@ -382,6 +415,10 @@ absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRe
     device.config = *std::move(config);
     record.devices.push_back(std::move(device));
   }
+
+  // Every name that goes into a file path, before the record is planned: whatever the source
+  // (a manifest, a store that did not validate), nothing is written outside devlet's directories.
+  DEVLET_RETURN_IF_ERROR(internal::CheckRecordNames(record));
 
   // Last line of defence: a device is never prepared for two claims (admin access aside), neither
   // against the checkpoint nor against the other claims of this batch.
@@ -641,6 +678,12 @@ void ClaimPreparer::PrepareAsync(const std::vector<ClaimRef>& refs, PrepareDone 
                      ", UID \"" + ref.uid + "\")";
       continue;
     }
+    // Checked before anything else sees the name: it becomes part of file paths.
+    if (absl::Status names = internal::CheckClaimRef(ref); !names.ok()) {
+      result.error = Message(names);
+      log::Logger().Error(names, "Preparing claim failed", "claim", ref.Display(), "uid", ref.uid);
+      continue;
+    }
     absl::StatusOr<ResourceClaim> claim = claims_.GetClaim(ref.namespace_name, ref.name, ref.uid);
     if (!claim.ok()) {
       result.error = "fetching ResourceClaim " + ref.Display() + ": " + Message(claim.status());
@@ -827,8 +870,8 @@ absl::StatusOr<int> ClaimPreparer::RemoveOrphanedFiles() {
         if (!request_is_dir) continue;
         const std::string request_path = claim_path + "/" + request_dir;
         const std::string file = request_path + "/metadata.json";
-        if (!metadata.contains(file) && internal::PathExists(file)) {
-          DEVLET_RETURN_IF_ERROR(WithContext(internal::RemoveIfExists(file),
+        if (!metadata.contains(file) && internal::IsRegularFile(file)) {
+          DEVLET_RETURN_IF_ERROR(WithContext(internal::RemoveFile(file),
                                              "removing orphaned device metadata"));
           log::Logger().Info("Removed a device-metadata file no checkpoint record references",
                              "file", file);
@@ -856,6 +899,7 @@ absl::Status ClaimPreparer::UpdateNetworkData(const std::string& claim_uid,
   if (record.state != ClaimState::kPrepareCompleted) {
     return FailedPrecondition(who + " is still being prepared");
   }
+  DEVLET_RETURN_IF_ERROR(internal::CheckRecordNames(record));  // its files are rewritten below
   bool changed = false;
   for (const DeviceNetworkUpdate& update : updates) {
     auto it = std::find_if(record.devices.begin(), record.devices.end(),

@@ -708,5 +708,104 @@ TEST(FileCheckpointStore, RoundTripsRecords) {
   EXPECT_FALSE(got.has_value());
 }
 
+// Issue 14 §0.1: names become file paths. Whatever the claim source hands over, a name the API
+// server would refuse is refused with the claim named, and nothing is written anywhere.
+TEST_F(PreparerTest, RefusesNamesThatWouldEscapeTheDataDirectory) {
+  namespace fs = std::filesystem;
+  const std::string outside = dir_.path() + "/outside";
+  struct Case {
+    const char* what;
+    ResourceClaim claim;
+    const char* message;
+  };
+  ResourceClaim traversal_name = Claim("../../../../outside/x", "uid-1", {{"gpu", "gpu-0"}});
+  ResourceClaim traversal_request = Claim("b", "uid-2", {{"../../../../outside/y", "gpu-0"}});
+  ResourceClaim traversal_uid = Claim("c", "../../outside/z", {{"gpu", "gpu-0"}});
+  ResourceClaim bad_device = Claim("d", "uid-4", {{"gpu", "gpu-0"}});
+  bad_device.results[0].device = "../gpu-0";
+  ResourceClaim bad_pool = Claim("e", "uid-5", {{"gpu", "gpu-0"}});
+  bad_pool.results[0].pool = "node-1/../..";
+  ResourceClaim nul_name = Claim(std::string("f\0g", 3), "uid-6", {{"gpu", "gpu-0"}});
+  ResourceClaim bad_pod_claim = Claim("h", "uid-7", {{"gpu", "gpu-0"}});
+  bad_pod_claim.annotations["resource.kubernetes.io/pod-claim-name"] = "../../x";
+  const Case cases[] = {
+      {"name", traversal_name, R"(name "../../../../outside/x" must be a lowercase RFC 1123)"},
+      {"request", traversal_request, R"(request "../../../../outside/y" must be a request name)"},
+      {"uid", traversal_uid, R"(UID "../../outside/z" must be)"},
+      {"device", bad_device, R"(device "../gpu-0" must be a lowercase RFC 1123 label)"},
+      {"pool", bad_pool, R"(pool "node-1/../.." must be RFC 1123 subdomains)"},
+      {"NUL", nul_name, R"(ResourceClaim "default/f\x00g": name "f\x00g")"},
+      {"pod claim", bad_pod_claim, R"(pod claim name (annotation)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    claims_.Add(c.claim);
+    PrepareResult result = PrepareOne(c.claim);
+    EXPECT_THAT(result.error, AllOf(HasSubstr(c.message), HasSubstr("refuses it")));
+    EXPECT_EQ(result.error.find('\0'), std::string::npos);  // escaped, never raw
+    EXPECT_THAT(result.devices, IsEmpty());
+  }
+  EXPECT_FALSE(Exists(outside));
+  EXPECT_FALSE(Exists(dir_.path() + "/data/dra-device-metadata"));
+  EXPECT_TRUE(!Exists(dir_.path() + "/cdi") || fs::is_empty(dir_.path() + "/cdi"));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimRecord> records, checkpoint_.List());
+  EXPECT_THAT(records, IsEmpty());
+  EXPECT_THAT(backend_.PreparedDevices(), IsEmpty());
+}
+
+// A checkpoint an older devlet wrote for a hostile claim (the issue's "../../../../tmp/x"): the
+// unprepare removes only files of the form devlet writes, never a directory tree, and the
+// repeated prepare does not regenerate files from the bad names.
+TEST_F(PreparerTest, UnprepareOfAHostileOldRecordDeletesNothingOutside) {
+  namespace fs = std::filesystem;
+  const std::string root = dir_.path() + "/data/dra-device-metadata";
+  // What the old code's "<root>/x_../../../escape" resolved to, holding files devlet never wrote.
+  fs::create_directories(root + "/x_..");
+  fs::create_directories(dir_.path() + "/escape/gpu");
+  testing::WriteFile(dir_.path() + "/escape/gpu/metadata.json", "not devlet's");
+  testing::WriteFile(dir_.path() + "/escape/keep.txt", "not devlet's");
+  fs::create_directories(dir_.path() + "/cdi");
+  testing::WriteFile(dir_.path() + "/victim.json", "not devlet's");
+  ClaimRecord record;
+  record.claim = {"x", "../../../escape", "uid-old"};
+  record.state = ClaimState::kPrepareCompleted;
+  PreparedDeviceRecord device;
+  device.requests = {"gpu"};
+  device.pool = kPool;
+  device.device = "gpu-0";
+  record.devices.push_back(device);
+  record.cdi_spec_files = {"../victim.json"};
+  record.metadata_files = {root + "/x_../../../escape/gpu/metadata.json"};
+  ASSERT_OK(checkpoint_.Put(record));
+
+  PrepareResult again = preparer_->Prepare({record.claim})["uid-old"];
+  EXPECT_THAT(again.error, HasSubstr("refuses it"));
+  std::map<std::string, std::string> errors = preparer_->Unprepare({record.claim});
+  EXPECT_THAT(errors["uid-old"], IsEmpty());
+  EXPECT_EQ(ReadFile(dir_.path() + "/escape/gpu/metadata.json"), "not devlet's");
+  EXPECT_EQ(ReadFile(dir_.path() + "/escape/keep.txt"), "not devlet's");
+  EXPECT_EQ(ReadFile(dir_.path() + "/victim.json"), "not devlet's");
+  EXPECT_THAT(checkpoint_.List(), IsOkAndHolds(IsEmpty()));
+}
+
+// Unprepare removes the files it wrote and then only the directories it made, if empty: a file
+// someone else put beside them survives (the old code removed the claim's directory recursively).
+TEST_F(PreparerTest, UnprepareRemovesOnlyItsOwnFiles) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  ASSERT_TRUE(Exists(MetadataFile("a", "gpu")));
+  const std::string claim_dir = dir_.path() + "/data/dra-device-metadata/default_a";
+  testing::WriteFile(claim_dir + "/gpu/other.txt", "kept");
+  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+  EXPECT_FALSE(Exists(MetadataFile("a", "gpu")));
+  EXPECT_EQ(ReadFile(claim_dir + "/gpu/other.txt"), "kept");
+  std::filesystem::remove(claim_dir + "/gpu/other.txt");
+
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+  EXPECT_FALSE(Exists(claim_dir));  // empty directories it made are gone
+}
+
 }  // namespace
 }  // namespace devlet::dra_kubelet

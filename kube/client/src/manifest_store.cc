@@ -22,7 +22,9 @@
 #include "devlet/common/files.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 #include "devlet/kube/client.h"
+#include "devlet/kube/validation.h"
 
 namespace devlet::kube {
 
@@ -46,6 +48,13 @@ struct ManifestStore::Cache {
     Identity identity;
     std::vector<Entry> entries;
     std::vector<std::string> errors;
+    // Objects that decoded but failed validation: Get names the reason instead of "not found".
+    struct Rejected {
+      Kind kind;
+      ObjectKey key;
+      std::string error;
+    };
+    std::vector<Rejected> rejected;
   };
   std::map<std::string, std::shared_ptr<const File>> files;
 };
@@ -94,9 +103,9 @@ ObjectKey KeyOf(const Object& object) {
 }
 
 std::string DescribeKey(Kind kind, const ObjectKey& key) {
-  std::string out = std::string(KindName(kind)) + " \"";
-  if (!key.namespace_name.empty()) out += key.namespace_name + "/";
-  return out + key.name + "\"";
+  // Quoted as Go's %q: a name with NUL or newline is shown escaped, never raw.
+  return std::string(KindName(kind)) + " " +
+         GoQuote(key.namespace_name.empty() ? key.name : key.namespace_name + "/" + key.name);
 }
 
 bool IsManifestName(const std::string& name) {
@@ -282,8 +291,13 @@ ManifestStore::~ManifestStore() = default;
 absl::StatusOr<std::unique_ptr<ManifestStore>> ManifestStore::Open(ManifestStoreOptions options) {
   if (options.dir.empty()) return InvalidArgument("the manifest directory is empty");
   std::error_code ec;
-  fs::create_directories(options.dir, ec);
-  if (ec || !fs::is_directory(options.dir, ec)) {
+  // Created 0755 whatever the umask (fs::create_directories would make it 0777 under umask 0).
+  for (fs::path part = fs::path(options.dir).lexically_normal(), current; const auto& c : part) {
+    current /= c;
+    if (current.empty() || fs::is_directory(current, ec)) continue;
+    if (::mkdir(current.c_str(), 0755) == 0) (void)::chmod(current.c_str(), 0755);
+  }
+  if (!fs::is_directory(options.dir, ec)) {
     return FailedPrecondition("manifest directory " + options.dir +
                               " cannot be created or is not a directory" +
                               (ec ? ": " + ec.message() : std::string()));
@@ -353,6 +367,13 @@ absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan(
         continue;
       }
     }
+    std::vector<std::string> previous_errors;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto cached = cache_->files.find(file); cached != cache_->files.end()) {
+        previous_errors = cached->second->errors;
+      }
+    }
     auto fresh = std::make_shared<Cache::File>();
     Cache::File& decoded = *fresh;
     decoded.identity = identity;
@@ -376,8 +397,21 @@ absl::StatusOr<std::vector<ManifestStore::Entry>> ManifestStore::Scan(
         if (IsNamespaced(kind) && meta.namespace_.empty()) meta.namespace_ = "default";
         if (!IsNamespaced(kind)) meta.namespace_.clear();
         if (meta.uid.empty()) meta.uid = StableUid(kind, meta);
+        // What the API server would refuse is refused here too: names become file paths on
+        // the node (claim namespaces and names, request, pool and device names).
+        if (absl::Status valid = Validate(object); !valid.ok()) {
+          decoded.errors.push_back(file + ": " + Message(valid));
+          decoded.rejected.push_back({kind, KeyOf(object), decoded.errors.back()});
+          continue;
+        }
         meta.resource_version = ResourceVersionOf(object);
         decoded.entries.push_back(Entry{file, static_cast<int>(objects->size()), std::move(object)});
+      }
+    }
+    // Each new problem of a file is logged once (not at every re-read of an unchanged file).
+    if (decoded.errors != previous_errors) {
+      for (const std::string& error : decoded.errors) {
+        log::Logger().Error(InvalidArgument(error), "Skipping manifest content", "file", file);
       }
     }
     for (const Entry& entry : decoded.entries) {
@@ -424,6 +458,17 @@ absl::StatusOr<Object> ManifestStore::Get(Kind kind, const ObjectKey& key) {
       return std::move(entry.object);
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [file, decoded] : cache_->files) {
+      for (const Cache::File::Rejected& rejected : decoded->rejected) {
+        if (rejected.kind == kind && rejected.key == wanted) {
+          return InvalidArgument(DescribeKey(kind, wanted) + " is invalid and was skipped: " +
+                                 rejected.error);
+        }
+      }
+    }
+  }
   return NotFound(DescribeKey(kind, wanted) + " not found in manifest directory " + options_.dir);
 }
 
@@ -457,6 +502,7 @@ absl::StatusOr<Object> ManifestStore::Create(const Object& object) {
     }
   }
   if (meta.uid.empty()) meta.uid = StableUid(kind, meta);
+  DEVLET_RETURN_IF_ERROR(Validate(stored));
   meta.resource_version.clear();
   std::string file = FileFor(stored);
   EncodeOptions encode;
@@ -498,6 +544,7 @@ absl::StatusOr<Object> ManifestStore::Replace(const Object& object, bool status_
       stored = wanted;
       if (MetadataOf(stored).uid.empty()) MetadataOf(stored).uid = current.uid;
     }
+    DEVLET_RETURN_IF_ERROR(Validate(stored));
     MetadataOf(stored).resource_version.clear();
     EncodeOptions encode;
     encode.indent = 2;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "devlet/common/log.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/kube/client.h"
 #include "gmock/gmock.h"
@@ -16,6 +17,7 @@ namespace devlet::kube {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
@@ -87,6 +89,59 @@ TEST_F(ManifestStoreTest, ReadsYamlAndJsonFilesAndSkipsBrokenOnes) {
   EXPECT_THAT(errors[0], HasSubstr("broken.yaml"));
 }
 
+// Issue 14 §0.1: objects the API server would refuse never leave the store (their names become
+// file paths on the node); Get says why, errors() lists them, each is logged once naming the
+// file, and Create refuses them.
+TEST_F(ManifestStoreTest, RefusesObjectsTheApiServerWouldRefuse) {
+  std::vector<std::string> logged;
+  std::mutex logged_mu;
+  log::SetSinkForTest([&](std::string_view record) {
+    std::lock_guard<std::mutex> lock(logged_mu);
+    logged.emplace_back(record);
+  });
+  Write("hostile.yaml", R"(apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: ../../../../tmp/x, namespace: x}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.devlet.io}}]}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: ok, namespace: x}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.devlet.io}}]}}
+)");
+  Write("nul.json", R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
+    "metadata":{"name":"a\u0000b","namespace":"x"},
+    "spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"c"}}]}}})");
+  absl::StatusOr<ResourceClaim> hostile = GetAs<ResourceClaim>(*store_, "x", "../../../../tmp/x");
+  EXPECT_THAT(hostile, StatusIs(absl::StatusCode::kInvalidArgument,
+                                AllOf(HasSubstr("hostile.yaml"), HasSubstr("metadata.name"))));
+  absl::StatusOr<ResourceClaim> nul = GetAs<ResourceClaim>(*store_, "x", std::string("a\0b", 3));
+  EXPECT_THAT(nul, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(R"("x/a\x00b")")));
+  EXPECT_EQ(nul.status().message().find('\0'), std::string_view::npos);
+  ASSERT_OK_AND_ASSIGN(std::vector<ResourceClaim> claims, ListAs<ResourceClaim>(*store_));
+  ASSERT_THAT(claims, SizeIs(1));
+  EXPECT_EQ(claims[0].metadata.name, "ok");
+  EXPECT_THAT(store_->errors(), SizeIs(2));
+  ASSERT_OK(store_->List(Kind::kResourceClaim, {}).status());  // again: no new log lines
+  log::SetSinkForTest(nullptr);
+  int hostile_lines = 0;
+  for (const std::string& record : logged) {
+    EXPECT_EQ(record.find('\0'), std::string::npos);
+    if (record.find("hostile.yaml") != std::string::npos) {
+      EXPECT_THAT(record, HasSubstr("Skipping manifest content"));
+      ++hostile_lines;
+    }
+  }
+  EXPECT_EQ(hostile_lines, 1);
+
+  ResourceClaim created;
+  created.metadata.name = "../escape";
+  created.metadata.namespace_ = "x";
+  EXPECT_THAT(store_->Create(created), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("metadata.name")));
+  EXPECT_FALSE(fs::exists(dir_.parent_path() / "escape.json"));
+}
+
 ResourceSlice Slice(const std::string& name, const std::string& node) {
   ResourceSlice slice;
   slice.metadata.name = name;
@@ -144,6 +199,9 @@ TEST_F(ManifestStoreTest, SharedFilesAreReadOnlyAndStatusUpdatesKeepSpec) {
   own.spec = claim.spec;
   ASSERT_OK(store_->Create(own).status());
   own.spec.devices.requests.clear();  // ignored by UpdateStatus
+  own.status.allocation.emplace();  // reservedFor without an allocation is refused
+  own.status.allocation->devices.results.push_back(
+      {.request = "gpu", .driver = "gpu.devlet.io", .pool = "node-1", .device = "gpu-0"});
   own.status.reserved_for.push_back({.resource = "pods", .name = "p", .uid = "pod-uid"});
   ASSERT_OK(store_->UpdateStatus(own).status());
   ASSERT_OK_AND_ASSIGN(ResourceClaim read, GetAs<ResourceClaim>(*store_, "ml", "solo"));

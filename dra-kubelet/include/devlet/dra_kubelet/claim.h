@@ -25,8 +25,10 @@ struct ClaimRef {
   std::string name;
   std::string uid;
 
-  // Display returns "namespace/name" for messages.
-  [[nodiscard]] std::string Display() const { return namespace_name + "/" + name; }
+  // Display returns "namespace/name" for messages; when either holds a byte a terminal or log
+  // reader would misread (control characters such as NUL or newline, quotes, backslashes,
+  // invalid UTF-8) it is quoted and escaped as Go's %q does instead ("ns/a\x00b").
+  [[nodiscard]] std::string Display() const;
 };
 
 // AllocationResult is one entry of status.allocation.devices.results[].

@@ -14,11 +14,14 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "devlet/common/flags.h"
 #include "devlet/common/log.h"
@@ -45,10 +48,26 @@ void TuneMallocForIdle() {
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 }
 
+// RaiseFdLimit lifts the soft RLIMIT_NOFILE to the hard limit, as containerd and CRI-O do for
+// themselves: every kubelet call, NRI connection, API watch and claim file costs a descriptor,
+// and systemd's default soft limit of 1024 is below what a busy node needs. Returns the old and
+// new soft limits (equal when nothing changed).
+std::pair<rlim_t, rlim_t> RaiseFdLimit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return {0, 0};
+  const rlim_t old_soft = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return {old_soft, old_soft};
+  }
+  return {old_soft, limit.rlim_cur};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   TuneMallocForIdle();
+  const auto [old_fd_limit, fd_limit] = RaiseFdLimit();
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -116,6 +135,11 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   devlet::log::Logger logger;
+  if (fd_limit != old_fd_limit) {
+    logger.V(1).Info("Raised the open-file limit to the hard limit", "from",
+                     static_cast<std::uint64_t>(old_fd_limit), "to",
+                     static_cast<std::uint64_t>(fd_limit));
+  }
   options.rescan_interval = std::chrono::seconds(rescan_seconds);
   if (const char* pod_uid = std::getenv("POD_UID")) options.pod_uid = pod_uid;
 

@@ -14,6 +14,7 @@
 #include "devlet/common/status.h"
 #include "executor.h"
 #include "files.h"
+#include "listener.h"
 #include "dra-health/v1/api.grpc.pb.h"
 #include "dra-health/v1alpha1/api.grpc.pb.h"
 #include "dra/v1/api.grpc.pb.h"
@@ -398,18 +399,38 @@ absl::Status RemoveSocket(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<grpc::Server>> Listen(const std::string& path,
-                                                     const std::vector<grpc::Service*>& services) {
+// Served is one gRPC server with the listener that feeds it connections.
+struct Served {
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<internal::UnixListener> listener;
+};
+
+absl::StatusOr<Served> Listen(const std::string& path,
+                              const std::vector<grpc::Service*>& services) {
   if (path.size() >= kUnixPathMax) {
     return InvalidArgument("socket path " + path + " is longer than the AF_UNIX limit of 107 bytes");
   }
-  DEVLET_RETURN_IF_ERROR(RemoveSocket(path));  // A stale socket from a previous run.
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
   for (grpc::Service* service : services) builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) return Unavailable("cannot listen on " + path);
-  return server;
+  // HTTP/2 PINGs: the kubelet sends none on these sockets, and only root can connect (0600).
+  // gRPC 1.51's ping-strike policy does not stop a flood from a client that never reads: the
+  // GOAWAY it schedules cannot be written, the connection stays open, gRPC goes on reading, and
+  // RSS grew ~3 KB per PING (17 -> 107 MB for 480 KB of PINGs). Without strikes each PING costs
+  // a queued 8-byte ACK and gRPC stops reading the connection at 10,000 unsent ones: 16.6 ->
+  // 16.8 MB after 680 KB unread and 3.4 MB read (devlet_node_hostile_test, PingFlood...).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  Served served;
+  served.server = builder.BuildAndStart();  // No listening port: UnixListener accepts.
+  if (served.server == nullptr) return Unavailable("cannot start the gRPC server for " + path);
+  // Only the kubelet (root) talks to these sockets.
+  absl::StatusOr<std::unique_ptr<internal::UnixListener>> listener =
+      internal::UnixListener::Start(path, 0600, served.server.get());
+  if (!listener.ok()) {
+    served.server->Shutdown();
+    return listener.status();
+  }
+  served.listener = *std::move(listener);
+  return served;
 }
 
 }  // namespace
@@ -483,6 +504,8 @@ class KubeletPlugin::Impl {
   std::unique_ptr<RegistrationService> registration;
   std::unique_ptr<grpc::Server> dra_server;
   std::unique_ptr<grpc::Server> registrar_server;
+  std::unique_ptr<internal::UnixListener> dra_listener;
+  std::unique_ptr<internal::UnixListener> registrar_listener;
   std::mutex stop_mutex;
   bool stopped = false;
 
@@ -493,8 +516,10 @@ class KubeletPlugin::Impl {
     auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
     // Registration socket first, so the kubelet deregisters before the endpoint disappears.
     if (!registrar_socket.empty()) (void)RemoveSocket(registrar_socket);
+    if (registrar_listener) registrar_listener->Stop();
     if (registrar_server) registrar_server->Shutdown(deadline());
     if (broadcaster) broadcaster->Stop();
+    if (dra_listener) dra_listener->Stop();
     if (dra_server) dra_server->Shutdown(deadline());
     if (!dra_socket.empty()) (void)RemoveSocket(dra_socket);
     if (executor) executor->Stop();
@@ -583,12 +608,13 @@ absl::StatusOr<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const Plugin
   // Without health services registered, gRPC answers NodeWatchResources with Unimplemented,
   // which tells the kubelet to stop watching.
 
-  absl::StatusOr<std::unique_ptr<grpc::Server>> dra_server = Listen(impl->dra_socket, dra_services);
+  absl::StatusOr<Served> dra_server = Listen(impl->dra_socket, dra_services);
   if (!dra_server.ok()) {
     impl->Stop();
     return WithContext(dra_server.status(), "starting the DRA service");
   }
-  impl->dra_server = *std::move(dra_server);
+  impl->dra_server = std::move(dra_server->server);
+  impl->dra_listener = std::move(dra_server->listener);
 
   reg::PluginInfo info;
   info.set_type(std::string(kDraPluginType));
@@ -596,13 +622,14 @@ absl::StatusOr<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const Plugin
   info.set_endpoint(impl->dra_socket);
   for (const std::string& version : impl->supported_versions) info.add_supported_versions(version);
   impl->registration = std::make_unique<RegistrationService>(std::move(info));
-  absl::StatusOr<std::unique_ptr<grpc::Server>> registrar_server =
+  absl::StatusOr<Served> registrar_server =
       Listen(impl->registrar_socket, {impl->registration.get()});
   if (!registrar_server.ok()) {
     impl->Stop();
     return WithContext(registrar_server.status(), "starting the registration service");
   }
-  impl->registrar_server = *std::move(registrar_server);
+  impl->registrar_server = std::move(registrar_server->server);
+  impl->registrar_listener = std::move(registrar_server->listener);
   log::Logger().V(1).Info("Kubelet plugin started", "driver", options.driver_name, "endpoint",
                           impl->dra_socket, "registration", impl->registrar_socket);
   return std::unique_ptr<KubeletPlugin>(new KubeletPlugin(std::move(impl)));

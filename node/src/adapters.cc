@@ -223,6 +223,7 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     // The journal is rewritten before each step so that a crash can be undone.
     std::error_code ec;
     fs::create_directories(options_.journal_dir, ec);
+    fs::permissions(options_.journal_dir, fs::perms::owner_all, ec);  // not 0777 under umask 0
     const std::string path = JournalPath(request.claim.uid, request.device);
     DEVLET_ASSIGN_OR_RETURN(done, ReadJournal(path));
     if (done.empty()) {

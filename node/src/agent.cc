@@ -1,5 +1,8 @@
 #include "devlet/node/agent.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -200,8 +203,18 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
       procfs_ = devices::NewRealSysfs("/proc");  // NVIDIA's unbindLock and device minors
     }
     std::error_code ec;
-    std::filesystem::create_directories(options_.state_dir, ec);
-    if (ec) return Internal("creating the state directory " + options_.state_dir + ": " + ec.message());
+    // 0750 whatever the umask: fs::create_directories made the plugin's data directory 0777
+    // under umask 0 (the DRA socket and the checkpoint live here).
+    for (std::filesystem::path current; const auto& part :
+                                        std::filesystem::path(options_.state_dir)) {
+      current /= part;
+      if (current.empty() || std::filesystem::is_directory(current, ec)) continue;
+      if (::mkdir(current.c_str(), 0750) == 0) {
+        (void)::chmod(current.c_str(), 0750);
+      } else if (errno != EEXIST) {
+        return ErrnoToStatus(errno, "creating the state directory " + current.string());
+      }
+    }
     DEVLET_ASSIGN_OR_RETURN(
         sriov_ledger_, Context(devices::SriovLedger::Open(options_.state_dir + "/sriov-ledger"),
                                "opening the SR-IOV ledger"));

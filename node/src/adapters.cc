@@ -18,6 +18,7 @@
 #include "devlet/common/files.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 #include "devlet/devices/device_nodes.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
 #include "nlohmann/json.hpp"
@@ -183,6 +184,15 @@ void DevicesBackend::SetDevices(devices::DeviceSet set) {
   set_ = std::move(set);
 }
 
+namespace {
+// The preparation journal's file name is built from the claim UID and the device name, which
+// dra-kubelet has checked (names.cc); an older checkpoint may hold names it did not check.
+bool IsPlainName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+}  // namespace
+
 std::string DevicesBackend::JournalPath(const std::string& claim_uid,
                                         const std::string& device) const {
   return options_.journal_dir + "/" + claim_uid + "_" + device + ".json";
@@ -224,6 +234,10 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     std::error_code ec;
     fs::create_directories(options_.journal_dir, ec);
     fs::permissions(options_.journal_dir, fs::perms::owner_all, ec);  // not 0777 under umask 0
+    if (!IsPlainName(request.claim.uid) || !IsPlainName(request.device)) {
+      return InvalidArgument("claim UID " + GoQuote(request.claim.uid) + " or device " +
+                             GoQuote(request.device) + " cannot name a preparation journal");
+    }
     const std::string path = JournalPath(request.claim.uid, request.device);
     DEVLET_ASSIGN_OR_RETURN(done, ReadJournal(path));
     if (done.empty()) {
@@ -310,6 +324,13 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
 
 absl::Status DevicesBackend::Unprepare(const dra_kubelet::DeviceUnprepareRequest& request) {
   if (options_.journal_dir.empty()) return absl::OkStatus();
+  if (!IsPlainName(request.claim_uid) || !IsPlainName(request.device)) {
+    // No journal of this devlet has such a name: nothing to undo, and nothing elsewhere to touch.
+    log::Logger().Error(InvalidArgument("not a plain file name"),
+                        "Not reading a preparation journal outside the journal directory", "uid",
+                        request.claim_uid, "device", request.device);
+    return absl::OkStatus();
+  }
   const std::string path = JournalPath(request.claim_uid, request.device);
   DEVLET_ASSIGN_OR_RETURN(std::vector<devices::ActionRecord> records, ReadJournal(path));
   if (!records.empty()) {

@@ -248,6 +248,19 @@ TEST_F(AdaptersTest, JournalThatDoesNotParseFailsUnprepareAndIsKept) {
   EXPECT_TRUE(fs::exists(journal + "/claim-uid_gpu-0.json"));
 }
 
+// Issue 14 §0.1: an unprepare from an old checkpoint record whose claim UID holds a path never
+// reads or removes a file outside the journal directory (the name "<uid>_<device>.json").
+TEST_F(AdaptersTest, UnprepareNeverTouchesAJournalOutsideItsDirectory) {
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  const std::string journal = (dir_ / "journal").string();
+  fs::create_directories(journal + "/x");
+  std::ofstream(dir_ / "victim_gpu-0.json") << "[]\n";  // a journal with nothing to undo
+  DevicesBackend backend({.pool = "node-1", .sysfs = &fake_, .journal_dir = journal});
+  EXPECT_OK(
+      backend.Unprepare({.claim_uid = "x/../../victim", .pool = "node-1", .device = "gpu-0"}));
+  EXPECT_TRUE(fs::exists(dir_ / "victim_gpu-0.json"));
+}
+
 TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   const std::string cdi_root = (dir_ / "cdi").string();
   ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(

@@ -723,13 +723,15 @@ absl::StatusOr<std::vector<Json>> ParseYaml(std::string_view text, const Limits&
   } catch (const YamlStop& stop) {
     return InvalidArgument(stop.message);
   } catch (const YAML::Exception& e) {
+    // yaml-cpp's messages quote the offending character raw ("unknown escape character: \0").
     if (e.mark.line >= 0) {
       return InvalidArgument("invalid YAML at line " + std::to_string(e.mark.line + 1) +
-                             ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+                             ", column " + std::to_string(e.mark.column + 1) + ": " +
+                             EscapeForMessage(e.msg, 512));
     }
-    return InvalidArgument("invalid YAML: " + e.msg);
+    return InvalidArgument("invalid YAML: " + EscapeForMessage(e.msg, 512));
   } catch (const std::exception& e) {
-    return InvalidArgument(std::string("invalid YAML: ") + e.what());
+    return InvalidArgument("invalid YAML: " + EscapeForMessage(e.what(), 512));
   }
   return std::move(builder.documents());
 }

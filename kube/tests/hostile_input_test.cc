@@ -194,6 +194,13 @@ TEST(EchoTest, ControlCharactersAreEscaped) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("unsupported object kind \"P\\x00d\"")));
 
+  // yaml-cpp quotes the bad escape raw (found by kube_decode_fuzzer).
+  const std::string bad_escape("a: \"\\\0\"\n", 8);
+  absl::Status yaml = Decode(bad_escape).status();
+  EXPECT_THAT(yaml, StatusIs(absl::StatusCode::kInvalidArgument,
+                             HasSubstr("unknown escape character: \\x00")));
+  EXPECT_EQ(yaml.message().find('\0'), std::string_view::npos);
+
   // Validation quotes the name as Kubernetes does (%q).
   ASSERT_OK_AND_ASSIGN(
       DeviceClass dc,

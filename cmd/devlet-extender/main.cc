@@ -1,6 +1,7 @@
 // devlet-extender: the structured allocator served to kube-scheduler as an extender webhook.
 // See allocator/extender/README.md for the modes and the KubeSchedulerConfiguration to use.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,7 +30,9 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 
-void OnSignal(int) { g_stop = 1; }
+void OnSignal(int) {
+  g_stop = 1;
+}
 
 }  // namespace
 
@@ -45,6 +48,12 @@ int main(int argc, char** argv) {
   double kube_api_qps = 50;
   int kube_api_burst = 100;
   devlet::extender::ServerOptions server_options;
+  std::string allowed_client_names;
+  int header_timeout_s = static_cast<int>(server_options.header_timeout.count());
+  int read_timeout_s = static_cast<int>(server_options.read_timeout.count());
+  int request_timeout_s = static_cast<int>(server_options.request_timeout.count());
+  int idle_timeout_s = static_cast<int>(server_options.idle_timeout.count());
+  int stuck_s = static_cast<int>(server_options.stuck_timeout.count());
 
   CLI::App app{"devlet-extender: the devlet allocator as a kube-scheduler extender"};
   using devlet::flags::AddFlag;
@@ -67,21 +76,79 @@ int main(int argc, char** argv) {
   AddFlag(app, "--reuse-results", reuse_results,
           "Reuse a node's filter/prioritize outcome for pods with the same claim specs while the "
           "node's devices, pools, allocations and Node object are unchanged");
-  AddFlag(app, "--bind-address", server_options.host, "Address to listen on");
+  AddFlag(app, "--bind-address", server_options.host,
+          "Address to listen on (default loopback; in a cluster give the pod's address or "
+          "0.0.0.0 together with --tls-cert-file, --tls-private-key-file and --client-ca-file)");
   AddFlag(app, "--port", server_options.port, "Port to listen on");
   AddFlag(app, "--url-prefix", server_options.prefix,
           "Path prefix of the verbs (the path of the scheduler's urlPrefix)");
   AddFlag(app, "--filter-verb", server_options.filter_verb, "filterVerb");
   AddFlag(app, "--prioritize-verb", server_options.prioritize_verb, "prioritizeVerb");
   AddFlag(app, "--bind-verb", server_options.bind_verb, "bindVerb");
-  AddFlag(app, "--tls-cert-file", server_options.cert_file, "Serve HTTPS with this certificate");
+  AddFlag(app, "--tls-cert-file", server_options.cert_file,
+          "Serve HTTPS (TLS 1.2+) with this PEM certificate (chain)");
   AddFlag(app, "--tls-private-key-file", server_options.key_file, "Key of --tls-cert-file");
-  AddFlag(app, "--max-body-bytes", server_options.max_body_bytes, "Largest request body");
-  AddFlag(app, "--threads", server_options.threads, "HTTP worker threads");
+  AddFlag(app, "--client-ca-file", server_options.client_ca_file,
+          "With TLS: the verbs need a client certificate signed by a CA in this PEM bundle "
+          "(kube-scheduler: the extender's tlsConfig certFile/keyFile); /healthz, /readyz and "
+          "/metrics stay open");
+  AddFlag(app, "--allowed-client-names", allowed_client_names,
+          "With --client-ca-file: comma-separated common names the client certificate must have "
+          "(empty: any certificate the CA signed)");
+  AddFlag(app, "--max-body-bytes", server_options.max_body_bytes, "Largest request body (413)");
+  AddFlag(app, "--max-header-bytes", server_options.max_header_bytes,
+          "Largest request line and headers (431)");
+  AddFlag(app, "--max-connections", server_options.max_connections,
+          "Open connections beyond which new ones get 503");
+  AddFlag(app, "--threads", server_options.threads, "HTTP worker threads running the verbs");
+  AddFlag(app, "--max-queued-requests", server_options.max_queued_requests,
+          "Verb requests waiting for a worker beyond which new ones get 503 (0: 4 x --threads)");
+  AddFlag(app, "--header-timeout-seconds", header_timeout_s,
+          "Deadline for a request's headers (and the TLS handshake) from its first byte (408)");
+  AddFlag(app, "--read-timeout-seconds", read_timeout_s,
+          "Longest silence inside a request body (408)");
+  AddFlag(app, "--request-timeout-seconds", request_timeout_s,
+          "Deadline for a whole request from its first byte (408); also for writing a reply");
+  AddFlag(app, "--idle-timeout-seconds", idle_timeout_s,
+          "A connection without a request for this long is closed");
+  AddFlag(app, "--stuck-request-seconds", stuck_s,
+          "/healthz is 503 once every worker has been on its request for this long");
   if (std::optional<int> exit_code = devlet::flags::ParseCommandLine(app, argc, argv)) {
     return *exit_code;
   }
   devlet::log::Logger logger;
+  for (int seconds :
+       {header_timeout_s, read_timeout_s, request_timeout_s, idle_timeout_s, stuck_s}) {
+    if (seconds <= 0) {
+      std::cerr << "devlet-extender: the --*-seconds flags must be positive\n";
+      return 2;
+    }
+  }
+  server_options.header_timeout = std::chrono::seconds(header_timeout_s);
+  server_options.read_timeout = std::chrono::seconds(read_timeout_s);
+  server_options.request_timeout = std::chrono::seconds(request_timeout_s);
+  server_options.idle_timeout = std::chrono::seconds(idle_timeout_s);
+  server_options.stuck_timeout = std::chrono::seconds(stuck_s);
+  for (size_t start = 0; start <= allowed_client_names.size();) {
+    size_t comma = allowed_client_names.find(',', start);
+    if (comma == std::string::npos)
+      comma = allowed_client_names.size();
+    if (comma > start) {
+      server_options.allowed_client_names.push_back(
+          allowed_client_names.substr(start, comma - start));
+    }
+    start = comma + 1;
+  }
+  if (!server_options.allowed_client_names.empty() && server_options.client_ca_file.empty()) {
+    std::cerr << "devlet-extender: --allowed-client-names needs --client-ca-file\n";
+    return 2;
+  }
+  // Each idle or slow connection costs a descriptor now rather than a thread: raise the soft
+  // limit to the hard one, as container runtimes do, so --max-connections is reachable.
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
 
   absl::StatusOr<devlet::allocator::Features> features =
       devlet::allocator::ParseFeatureGates(feature_gates);
@@ -140,6 +207,9 @@ int main(int argc, char** argv) {
     logger.Error(status, "Cannot start the HTTP server");
     return 1;
   }
+  // A peer that closed: the write's error is handled where it happens (the API client's TLS
+  // writes use plain write(2)).
+  std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   // The first full sync is retried (an API server that is not up yet); /readyz stays 503 until it
@@ -161,9 +231,20 @@ int main(int argc, char** argv) {
     server.Stop();
     return 1;
   }
-  logger.Info("devlet-extender serving", "port", server.port(), "mode", mode, "slices",
-              state.num_slices());
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const bool loopback = server_options.host.starts_with("127.") || server_options.host == "::1" ||
+                        server_options.host == "localhost";
+  if (!loopback && server_options.client_ca_file.empty()) {
+    // Anyone who reaches the port can then bind pods and write allocations.
+    logger.Error(absl::PermissionDeniedError("no client authentication"),
+                 "Serving the verbs beyond loopback without --client-ca-file: any client that "
+                 "reaches this port can bind pods",
+                 "bind_address", server_options.host);
+  }
+  logger.Info("devlet-extender serving", "address", server_options.host, "port", server.port(),
+              "tls", !server_options.cert_file.empty(), "client_auth",
+              !server_options.client_ca_file.empty(), "mode", mode, "slices", state.num_slices());
+  while (!g_stop)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto stopping = std::chrono::steady_clock::now();
   // Watches end within about 200 ms of being told (the REST transport polls for it); stop them all
   // at once rather than one after another.
@@ -171,11 +252,12 @@ int main(int argc, char** argv) {
   for (auto& watcher : *watchers) {
     stoppers.emplace_back([&watcher] { watcher->Stop(); });
   }
-  for (auto& stopper : stoppers) stopper.join();
+  for (auto& stopper : stoppers)
+    stopper.join();
   watchers->clear();
-  // httplib's Stop waits for idle keep-alive connections (the scheduler keeps them open) up to
-  // the keep-alive timeout; nothing is left to flush (every write was synchronous), so the wait
-  // is bounded rather than holding a restart up for it.
+  // Stop does not wait for idle keep-alive connections, and gives requests being served 2 s; a
+  // worker stuck in a verb (an API server that does not answer) would hold it up, so the wait is
+  // bounded rather than holding a restart up for it.
   std::atomic<bool> stopped{false};
   std::thread([&server, &stopped] {
     server.Stop();
@@ -187,6 +269,7 @@ int main(int argc, char** argv) {
   logger.Info("devlet-extender stopped", "seconds",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count(),
               "idle_connections_cut", !stopped.load());
-  if (!stopped.load()) std::_Exit(0);
+  if (!stopped.load())
+    std::_Exit(0);
   return 0;
 }

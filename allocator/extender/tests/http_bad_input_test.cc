@@ -37,7 +37,10 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
+using testing::BodyOf;
 using testing::PodJson;
+using testing::PostHead;
+using testing::RawConnection;
 
 // node-a: two GPUs; node-b: none. Claim "one" asks for one GPU.
 std::string ClusterYaml() {
@@ -55,95 +58,6 @@ spec:
 
 std::string FilterBody(const std::string& pod, const std::string& claim) {
   return json({{"Pod", PodJson(pod, {claim})}, {"NodeNames", {"node-a", "node-b"}}}).dump();
-}
-
-// RawConnection is a client socket for what httplib::Client will not send: bodies a byte at a
-// time, stalls, malformed requests.
-class RawConnection {
- public:
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    int one = 1;
-    if (connected_) setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  ~RawConnection() {
-    if (fd_ >= 0) close(fd_);
-  }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return connected_; }
-  // Send writes all of `data`; false once the peer has closed.
-  bool Send(std::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  // ReadUntilClosed collects what the server sends until it closes the connection or `timeout`
-  // passes; `closed` says which.
-  std::string ReadUntilClosed(std::chrono::milliseconds timeout, bool* closed) {
-    std::string out;
-    *closed = false;
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      int left = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
-      char buf[4096];
-      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) {
-        *closed = true;
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  // ReadResponse reads one response with a Content-Length body (keep-alive connections).
-  std::string ReadResponse(std::chrono::milliseconds timeout) {
-    std::string out;
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      size_t header_end = out.find("\r\n\r\n");
-      if (header_end != std::string::npos) {
-        size_t cl = out.find("Content-Length: ");
-        if (cl != std::string::npos && cl < header_end) {
-          size_t length = std::stoul(out.substr(cl + 16));
-          if (out.size() >= header_end + 4 + length) return out;
-        }
-      }
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 50) <= 0) continue;
-      char buf[4096];
-      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
-std::string PostHead(const std::string& path, size_t content_length) {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-         "Content-Length: " + std::to_string(content_length) + "\r\n\r\n";
-}
-
-std::string BodyOf(const std::string& response) {
-  size_t at = response.find("\r\n\r\n");
-  return at == std::string::npos ? "" : response.substr(at + 4);
 }
 
 // BlockingWriter stands in for an API server: slow (blocks until released) or down.

@@ -139,14 +139,15 @@ function(devlet_proto_library)
   add_library(devlet::${ARG_NAME} ALIAS ${_target})
 endfunction()
 
-# devlet_go_binary(NAME peer [DIR dir] [CACHED]): builds the Go program in DIR (default: this
-# folder, a Go module of its own with a committed go.sum) into ${CMAKE_CURRENT_BINARY_DIR}/NAME.
-# Upstream peers come from the Go module proxy; nothing upstream is committed. CACHED (for the
-# harnesses that compile kube-apiserver): built once per content of the module and cached under
-# ~/.cache/devlet by go_cached_build.sh. Sets DEVLET_GO_<NAME> to the path.
+# devlet_go_binary(NAME peer [DIR dir] [CACHED] [LDFLAGS flags]): builds the Go program in DIR
+# (default: this folder, a Go module of its own with a committed go.sum) into
+# ${CMAKE_CURRENT_BINARY_DIR}/NAME. Upstream peers come from the Go module proxy; nothing upstream
+# is committed. CACHED (for the harnesses that compile kube-apiserver): built once per content of
+# the module (and LDFLAGS) and cached under ~/.cache/devlet by go_cached_build.sh. LDFLAGS: go
+# build -ldflags (e.g. -X for component-base/version). Sets DEVLET_GO_<NAME> to the path.
 find_program(DEVLET_GO go PATHS /usr/local/go/bin /usr/lib/go/bin)
 function(devlet_go_binary)
-  cmake_parse_arguments(ARG "CACHED" "NAME;DIR" "" ${ARGN})
+  cmake_parse_arguments(ARG "CACHED" "NAME;DIR;LDFLAGS" "" ${ARGN})
   if(NOT DEVLET_GO)
     message(FATAL_ERROR "go is required for ${ARG_NAME}")
   endif()
@@ -159,14 +160,16 @@ function(devlet_go_binary)
     set(_script ${PROJECT_SOURCE_DIR}/cmake/go_cached_build.sh)
     add_custom_command(
       OUTPUT ${_out}
-      COMMAND ${CMAKE_COMMAND} -E env GO=${DEVLET_GO} sh ${_script} ${ARG_DIR} ${ARG_NAME} ${_out}
+      COMMAND ${CMAKE_COMMAND} -E env GO=${DEVLET_GO} "GO_LDFLAGS=${ARG_LDFLAGS}"
+              sh ${_script} ${ARG_DIR} ${ARG_NAME} ${_out}
       DEPENDS ${_go_sources} ${_script}
       COMMENT "${ARG_NAME} (cached under ~/.cache/devlet)"
       VERBATIM)
   else()
     add_custom_command(
       OUTPUT ${_out}
-      COMMAND ${CMAKE_COMMAND} -E env GOFLAGS=-mod=mod ${DEVLET_GO} build -o ${_out} .
+      COMMAND ${CMAKE_COMMAND} -E env GOFLAGS=-mod=mod ${DEVLET_GO} build "-ldflags=${ARG_LDFLAGS}"
+              -o ${_out} .
       WORKING_DIRECTORY ${ARG_DIR}
       DEPENDS ${_go_sources}
       COMMENT "go build ${ARG_NAME}"

@@ -560,6 +560,12 @@ absl::StatusOr<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const Plugin
     log::Logger().Info("Removed orphaned per-claim files", "driver", options.driver_name,
                        "count", *swept);
   }
+  // Files an older devlet wrote (e.g. CDI specs without container markers) are brought up to
+  // date before the kubelet calls: containers created or restarted later get them.
+  if (absl::Status refreshed = preparer.RefreshFiles(); !refreshed.ok()) {
+    log::Logger().Error(refreshed, "Could not refresh the files of prepared claims", "driver",
+                        options.driver_name);
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   std::error_code ec;

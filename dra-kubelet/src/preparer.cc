@@ -820,6 +820,21 @@ bool IsClaimUid(std::string_view s) {
 
 }  // namespace
 
+absl::Status ClaimPreparer::RefreshFiles() {
+  std::lock_guard lock(mutex_);
+  SerializeLock file_lock(options_.serialize_lock_path);
+  DEVLET_RETURN_IF_ERROR(file_lock.status());
+  absl::StatusOr<std::vector<ClaimRecord>> records = checkpoint_.List();
+  if (!records.ok()) return WithContext(records.status(), "reading the checkpoint");
+  for (const ClaimRecord& record : *records) {
+    if (record.state != ClaimState::kPrepareCompleted) continue;
+    DEVLET_RETURN_IF_ERROR(WithContext(EnsureFiles(record),
+                                       "claim " + record.claim.namespace_name + "/" +
+                                           record.claim.name + ": refreshing its files"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> ClaimPreparer::RemoveOrphanedFiles() {
   std::lock_guard lock(mutex_);
   SerializeLock file_lock(options_.serialize_lock_path);

@@ -82,6 +82,23 @@ class PreparerTest : public ::testing::Test {
   std::unique_ptr<ClaimPreparer> preparer_;
 };
 
+// An upgrade: the claim's CDI spec as an older devlet wrote it (no container marker) is rewritten
+// at start-up, before the kubelet calls, so that a container restarted later gets the marker.
+TEST_F(PreparerTest, RefreshFilesRewritesSpecsOfAnOlderDevlet) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  const std::string current = ReadFile(ClaimSpec("uid-a"));
+  ASSERT_THAT(current, ::testing::HasSubstr("DEVLET_CLAIM_UID_A_0="));
+  nlohmann::json old = nlohmann::json::parse(current);
+  old["devices"][0]["containerEdits"]["env"] = nlohmann::json::array({"X=1"});
+  testing::WriteFile(ClaimSpec("uid-a"), old.dump());
+  ASSERT_THAT(preparer_->RefreshFiles(), IsOk());
+  EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), current);
+  ASSERT_THAT(preparer_->RefreshFiles(), IsOk());  // nothing to do
+  EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), current);
+}
+
 TEST_F(PreparerTest, PreparesDevicesAndWritesFiles) {
   ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}, {"pair/large", "gpu-1"}});
   claim.results.push_back({"nic", "other.example.com", kPool, "eth0", std::nullopt, false});

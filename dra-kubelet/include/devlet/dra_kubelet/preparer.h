@@ -142,6 +142,13 @@ class ClaimPreparer {
   // files were removed; an error when the checkpoint or a directory cannot be read.
   absl::StatusOr<int> RemoveOrphanedFiles();
 
+  // RefreshFiles rewrites the files of every PrepareCompleted claim that differ from what this
+  // version renders from the record (EnsureFiles), e.g. CDI specs of an older devlet without the
+  // container markers (state/container_marker.h): a container created or restarted after an
+  // upgrade then gets what this version's NRI plugin reads. KubeletPlugin::Start calls it under
+  // the same locks as RemoveOrphanedFiles; an error names the claim.
+  absl::Status RefreshFiles();
+
   // WaitForStatusWrites blocks until every status write queued so far has been attempted.
   void WaitForStatusWrites();
 

@@ -131,6 +131,26 @@ func (ca *certAuthority) serving() ([]byte, []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
+// client returns a PEM client certificate and key with common name `cn`.
+func (ca *certAuthority) client(cn string) ([]byte, []byte) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		fail("client certificate: %v", err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
 // ---- children ----------------------------------------------------------------------------------
 
 // child is a supervised process whose output goes to a log file in the work directory.
@@ -212,6 +232,7 @@ func (c *child) tail(n int64) string {
 // writes each exchange as <n>-<verb>.json: {"verb", "request", "status", "reply"}.
 type recorder struct {
 	target string
+	client *http.Client // to devlet-extender (with a client certificate under --tls)
 	dir    string
 	mu     sync.Mutex
 	n      int
@@ -224,7 +245,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp, err := http.Post(r.target+req.URL.Path, req.Header.Get("Content-Type"),
+	resp, err := r.client.Post(r.target+req.URL.Path, req.Header.Get("Content-Type"),
 		bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -274,6 +295,9 @@ type env struct {
 	scheduler  *child
 	extender   *child
 	extURL     string
+	tls        bool         // devlet-extender on TLS with client certificates (--tls)
+	extClient  *http.Client // the verbs (a client certificate under --tls)
+	probe      *http.Client // health and readiness (never a client certificate)
 	proxy      *recorder
 }
 
@@ -322,7 +346,7 @@ func (e *env) restartExtender(extra ...string) error {
 	e.extender.stop()
 	e.extender.args = append(e.extender.args, extra...)
 	e.extender.start()
-	return waitHTTP(&http.Client{Timeout: 2 * time.Second}, e.extURL+"/readyz", "",
+	return waitHTTP(e.probe, e.extURL+"/readyz", "",
 		60*time.Second, "restarted devlet-extender")
 }
 
@@ -402,6 +426,8 @@ func main() {
 	keep := flag.String("keep", "", "work in this directory and keep it (logs, kubeconfig)")
 	record := flag.String("record", "", "write the scheduler's extender requests and replies here")
 	only := flag.String("run", "", "run only scenarios whose name contains this")
+	useTLS := flag.Bool("tls", false, "serve devlet-extender over TLS with --client-ca-file; "+
+		"the scheduler's calls reach it with a client certificate (CN kube-scheduler)")
 	flag.Parse()
 	if *extenderPath == "" || (*mode != "score" && *mode != "allocate") {
 		fail("usage: scheduler-e2e --extender PATH --mode score|allocate [--keep DIR] [--record DIR]")
@@ -427,7 +453,7 @@ func main() {
 			fail("%v", err)
 		}
 	}
-	e := &env{dir: dir, mode: *mode}
+	e := &env{dir: dir, mode: *mode, tls: *useTLS}
 	code := run(e, self, *extenderPath, *record, *only)
 	e.stopAll()
 	if code != 0 && *keep == "" {
@@ -529,15 +555,33 @@ users:
 	// ---- devlet-extender, behind the recording proxy ----------------------------------------
 	extPort := freePort()
 	e.extURL = "http://127.0.0.1:" + strconv.Itoa(extPort)
+	e.extClient = &http.Client{}
+	e.probe = &http.Client{Timeout: 2 * time.Second}
+	extArgs := []string{extenderPath, "--kubeconfig", e.kubeconfig, "--mode", e.mode,
+		"--bind-address", "127.0.0.1", "--port", strconv.Itoa(extPort),
+		"--url-prefix", "/devlet", "--filter-timeout-ms", "10000"}
+	if e.tls {
+		clientCert, clientKey := ca.client("kube-scheduler")
+		pair, err := tls.X509KeyPair(clientCert, clientKey)
+		if err != nil {
+			fail("client certificate: %v", err)
+		}
+		e.extURL = "https://127.0.0.1:" + strconv.Itoa(extPort)
+		e.extClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: e.pool, Certificates: []tls.Certificate{pair}}}}
+		e.probe = &http.Client{Timeout: 2 * time.Second,
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool}}}
+		extArgs = append(extArgs, "--tls-cert-file", filepath.Join(dir, "serving.crt"),
+			"--tls-private-key-file", filepath.Join(dir, "serving.key"),
+			"--client-ca-file", caFile, "--allowed-client-names", "kube-scheduler")
+	}
 	e.extender = &child{name: "devlet-extender", log: filepath.Join(dir, "devlet-extender.log"),
-		args: []string{extenderPath, "--kubeconfig", e.kubeconfig, "--mode", e.mode,
-			"--bind-address", "127.0.0.1", "--port", strconv.Itoa(extPort),
-			"--url-prefix", "/devlet", "--filter-timeout-ms", "10000"}}
+		args: extArgs}
 	// The extender starts before the API server: it must serve /healthz at once but report
 	// ready only after its first full list, which it retries until the API server answers.
 	logf("starting devlet-extender --mode %s on %s (kube-apiserver not up yet)", e.mode, e.extURL)
 	e.extender.start()
-	probe := &http.Client{Timeout: 2 * time.Second}
+	probe := e.probe
 	if err := waitHTTP(probe, e.extURL+"/healthz", "", 30*time.Second,
 		"devlet-extender /healthz"); err != nil {
 		e.dumpLogs()
@@ -564,7 +608,20 @@ users:
 		fail("%v", err)
 	}
 	logf("devlet-extender is ready (first full sync done)")
-	e.proxy = &recorder{target: e.extURL, dir: record, counts: map[string]int{}}
+	if e.tls {
+		// Without a client certificate the verbs are refused (health and readiness answered).
+		resp, err := probe.Post(e.extURL+"/devlet/filter", "application/json",
+			strings.NewReader("{}"))
+		if err != nil || resp.StatusCode != 401 {
+			e.dumpLogs()
+			fail("devlet-extender filter without a client certificate: want 401, got %v %v",
+				resp, err)
+		}
+		resp.Body.Close()
+		logf("devlet-extender over TLS: filter without a client certificate is 401")
+	}
+	e.proxy = &recorder{target: e.extURL, client: e.extClient, dir: record,
+		counts: map[string]int{}}
 	proxyListener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fail("proxy: %v", err)

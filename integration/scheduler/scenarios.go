@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
@@ -236,7 +235,7 @@ func (t *tester) waitExtenderSees(ctx context.Context, nodes int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
-		resp, err := http.Post(t.e.extURL+"/devlet/filter", "application/json",
+		resp, err := t.e.extClient.Post(t.e.extURL+"/devlet/filter", "application/json",
 			strings.NewReader(body))
 		if err == nil {
 			data, _ := io.ReadAll(resp.Body)

@@ -96,6 +96,9 @@ func runTest(o options) int {
 	// A signal or the overall timeout tears down as a failure does.
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	// --hold: the end of the hold (every registered channel gets each signal).
+	holdSignals := make(chan os.Signal, 1)
+	signal.Notify(holdSignals, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		select {
 		case s := <-signals:
@@ -150,7 +153,7 @@ func runTest(o options) int {
 	if o.hold {
 		logf("cluster up: KUBECONFIG=%s; crictl: CONTAINER_RUNTIME_ENDPOINT=unix://%s; ^C tears down",
 			c.adminKubeconfig, c.sock())
-		<-signals
+		<-holdSignals
 	}
 	exitMu.Lock()
 	active = nil

@@ -469,7 +469,8 @@ std::string EncodeSpecJson(const Spec& spec) {
   }
   out["devices"] = std::move(devices);
   if (!spec.container_edits.IsEmpty()) out["containerEdits"] = EncodeEdits(spec.container_edits);
-  return out.dump() + "\n";
+  // Strings set by code may hold invalid UTF-8: replace it rather than throw (a crash).
+  return out.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 absl::StatusOr<Spec> DecodeSpec(std::string_view data) {
@@ -486,6 +487,13 @@ absl::StatusOr<Spec> DecodeSpec(std::string_view data) {
   try {
     const YAML::Node node = YAML::Load(std::string(data));
     DEVLET_ASSIGN_OR_RETURN(json j, YamlToJson(node));
+    // yaml-cpp passes invalid UTF-8 through; the reference library's YAML reader (and our JSON
+    // reader) refuse it, and strings that are not UTF-8 would break every JSON written later.
+    try {
+      (void)j.dump();
+    } catch (const json::type_error&) {
+      return InvalidArgument("spec: not valid YAML: invalid UTF-8");
+    }
     return DecodeJsonTree(j, /*from_yaml=*/true);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::string("spec: not valid YAML: ") + e.what());

@@ -378,7 +378,7 @@ absl::StatusOr<std::string> ApplyToOciSpec(std::string_view oci_spec_json,
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("OCI spec: ") + e.what());
   }
-  return spec.dump();
+  return spec.dump(-1, ' ', false, json::error_handler_t::replace);  // never throws
 }
 
 absl::StatusOr<std::string> InjectEdits(std::string_view oci_spec_json,

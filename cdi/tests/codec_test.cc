@@ -76,6 +76,18 @@ TEST(CodecTest, YamlMatchesReferenceTyping) {
   EXPECT_EQ(spec.container_edits.mounts[0].options.size(), 4u);
 }
 
+// Found by cdi_spec_fuzzer: YAML with invalid UTF-8 decoded, and encoding it threw (terminate).
+TEST(CodecTest, InvalidUtf8) {
+  EXPECT_THAT(DecodeSpec("cdiVersion: 0.3.0\nkind: v/c\ndevices:\n- name: \"a\xff\"\n"
+                         "  containerEdits: {env: [A=1]}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid UTF-8")));
+  Spec spec;
+  spec.version = "0.3.0";
+  spec.kind = "v/c";
+  spec.devices.push_back(Device{.name = "a\xff"});
+  EXPECT_THAT(EncodeSpecJson(spec), HasSubstr("\"a\xef\xbf\xbd\""));  // U+FFFD
+}
+
 TEST(CodecTest, BadInputNamesTheField) {
   std::ifstream cases("tests/testdata/bad/cases.txt");
   std::string line;

@@ -22,6 +22,7 @@ import (
 
 var scenarios = map[string]func(d *devlet){
 	"1": scenarioGPUPod,
+	"2": scenarioContainerScoping,
 	"3": scenarioExtendedResource,
 	"7": scenarioDevletPodDeleted,
 	"9": scenarioPodDeletion,
@@ -516,4 +517,107 @@ func scenarioDevletPodDeleted(d *devlet) {
 	})
 	check(len(gpus) == 1, "new pod's GPU env: %v", gpus)
 	d.deletePod(ns, "after-restart")
+}
+
+// ociSpec is the part of a container's OCI spec (crictl inspect) scenario 2 looks at.
+type ociSpec struct {
+	Info struct {
+		RuntimeSpec struct {
+			Process struct {
+				Env []string `json:"env"`
+			} `json:"process"`
+			Mounts []struct {
+				Destination string `json:"destination"`
+			} `json:"mounts"`
+			Linux struct {
+				Devices []struct {
+					Path string `json:"path"`
+				} `json:"devices"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	} `json:"info"`
+}
+
+// inspectAny returns the OCI spec of a pod's container in any state (an init container has exited).
+func (d *devlet) inspectAny(ns, pod, container string) *ociSpec {
+	var id string
+	waitFor("container "+container+" of "+ns+"/"+pod, 30*time.Second, func() (bool, string) {
+		out, err := d.c.crictlErr("ps", "-a", "-q", "--name", "^"+container+"$",
+			"--label", "io.kubernetes.pod.namespace="+ns, "--label", "io.kubernetes.pod.name="+pod)
+		id = strings.Fields(out + " ")[0]
+		return err == nil && id != "", fmt.Sprintf("%q %v", out, err)
+	})
+	var spec ociSpec
+	must(json.Unmarshal([]byte(d.c.crictl("inspect", id)), &spec), "crictl inspect "+container)
+	return &spec
+}
+
+// devletEdits lists what devlet gave a container: DEVLET_ env, /dev/dri nodes, metadata mounts.
+func devletEdits(s *ociSpec) []string {
+	var out []string
+	for _, e := range s.Info.RuntimeSpec.Process.Env {
+		if strings.HasPrefix(e, "DEVLET_") {
+			out = append(out, e)
+		}
+	}
+	for _, dev := range s.Info.RuntimeSpec.Linux.Devices {
+		if strings.HasPrefix(dev.Path, "/dev/dri/") {
+			out = append(out, dev.Path)
+		}
+	}
+	for _, m := range s.Info.RuntimeSpec.Mounts {
+		if strings.HasSuffix(m.Destination, "-metadata.json") ||
+			strings.Contains(m.Destination, "dra-device-attributes") {
+			out = append(out, m.Destination)
+		}
+	}
+	return out
+}
+
+// scenarioContainerScoping (scenario 2): a pod with an init container, a sidecar (restartable
+// init container) and a main container; only the main one names the GPU claim, and only it gets
+// the GPU's env, device nodes and metadata mount (checked in each container's OCI spec).
+func scenarioContainerScoping(d *devlet) {
+	ns := "scenario-2"
+	d.ensureNamespace(ns)
+	tmpl := "one-gpu"
+	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
+		&resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: tmpl},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
+				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+					Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass},
+				}}}}},
+		}, metav1.CreateOptions{})
+	must(err, "ResourceClaimTemplate")
+	always := corev1.ContainerRestartPolicyAlways
+	init := sleeper("init")
+	init.Command = []string{"/bin/true"}
+	sidecar := sleeper("sidecar")
+	sidecar.RestartPolicy = &always
+	d.runGPUPod(ns, "scoped", corev1.PodSpec{
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
+		InitContainers: []corev1.Container{init, sidecar},
+		Containers:     []corev1.Container{sleeper("app", "gpu")},
+	})
+	app := devletEdits(d.inspectAny(ns, "scoped", "app"))
+	gpuEnv, devNodes, metadata := 0, 0, 0
+	for _, e := range app {
+		switch {
+		case strings.HasPrefix(e, "DEVLET_DEVICE_GPU_"):
+			gpuEnv++
+		case strings.HasPrefix(e, "/dev/dri/"):
+			devNodes++
+		case strings.HasPrefix(e, "/var/run/kubernetes.io/"):
+			metadata++
+		}
+	}
+	check(gpuEnv == 1 && devNodes > 0 && metadata > 0,
+		"main container: GPU env %d, device nodes %d, metadata mounts %d: %v", gpuEnv, devNodes, metadata, app)
+	for _, name := range []string{"init", "sidecar"} {
+		got := devletEdits(d.inspectAny(ns, "scoped", name))
+		check(len(got) == 0, "%s container, which names no claim, got %v", name, got)
+	}
+	logf("scoped: app got %v; init and sidecar nothing", app)
+	d.deletePod(ns, "scoped")
 }

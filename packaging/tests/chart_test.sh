@@ -55,7 +55,7 @@ elif [[ -n $oracle ]]; then
   for name in default sim; do
     "$py" "$here/chart_check.py" --extract DeviceClass "$dir/$name.yaml" >"$dir/$name-classes.yaml"
     "$oracle" validate "$dir/$name-classes.yaml" >"$dir/$name-valid.txt"
-    if grep -v '^== ' "$dir/$name-valid.txt" | grep -q .; then
+    if grep -v '^== ' "$dir/$name-valid.txt" | grep . >/dev/null; then
       echo "FAIL: kube-apiserver validation of the $name DeviceClasses:"
       cat "$dir/$name-valid.txt"
       exit 1

@@ -63,13 +63,13 @@ dpkg_root -i "$deb" >"$build_dir/dpkg.log" 2>&1 || { cat "$build_dir/dpkg.log"; 
   fail "not installed"
 for binary in devlet-node devlet-extender devlet-alloc devlet-cel; do
   [[ -x $root/usr/bin/$binary ]] || fail "$binary not installed"
-  if readelf -S "$root/usr/bin/$binary" | grep -qE '\.(debug_info|symtab)'; then
+  if readelf -S "$root/usr/bin/$binary" | grep -E '\.(debug_info|symtab)' >/dev/null; then
     fail "$binary is not stripped"
   fi
 done
 [[ $("$root/usr/bin/devlet-cel" '1 + 2') == "3"* ]] || fail "installed devlet-cel"
-"$root/usr/bin/devlet-node" --help | grep -q -- --healthcheck-address || fail "installed devlet-node"
-"$root/usr/bin/devlet-extender" --help | grep -q -- --mode || fail "installed devlet-extender"
+"$root/usr/bin/devlet-node" --help | grep -- --healthcheck-address >/dev/null || fail "installed devlet-node"
+"$root/usr/bin/devlet-extender" --help | grep -- --mode >/dev/null || fail "installed devlet-extender"
 "$root/usr/bin/devlet-alloc" --help >/dev/null || fail "installed devlet-alloc"
 ok "dpkg --root install: binaries stripped and running"
 

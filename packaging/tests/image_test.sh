@@ -65,7 +65,7 @@ if awk '$1 !~ /^d/ && $2 != "0/0" {bad = 1} END {exit !bad}' "$out_dir/layer.txt
   fail "files not owned by root in the layer"
 fi
 for binary in "$rootfs"/usr/bin/*; do
-  if readelf -S "$binary" | grep -qE '\.(debug_info|symtab)'; then fail "$binary is not stripped"; fi
+  if readelf -S "$binary" | grep -E '\.(debug_info|symtab)' >/dev/null; then fail "$binary is not stripped"; fi
 done
 ok "binaries stripped, files owned by root"
 
@@ -76,9 +76,9 @@ ok "uncompressed size $bytes bytes <= $limit (archive $(stat -c %s "$archive") b
 
 if [[ $(id -u) -eq 0 ]]; then
   [[ $(chroot "$rootfs" /usr/bin/devlet-cel '1 + 2') == "3"* ]] || fail "devlet-cel in the image"
-  chroot "$rootfs" /usr/bin/devlet-node --help | grep -q -- --healthcheck-address ||
+  chroot "$rootfs" /usr/bin/devlet-node --help | grep -- --healthcheck-address >/dev/null ||
     fail "devlet-node --help in the image"
-  chroot "$rootfs" /usr/bin/devlet-extender --help | grep -q -- --mode ||
+  chroot "$rootfs" /usr/bin/devlet-extender --help | grep -- --mode >/dev/null ||
     fail "devlet-extender --help in the image"
   chroot "$rootfs" /usr/bin/devlet-alloc --help >/dev/null || fail "devlet-alloc --help in the image"
   rc=0

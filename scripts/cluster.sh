@@ -12,8 +12,8 @@
 # packaging/helm/devlet on the demo's simulated node (2 NUMA nodes, 8 GPUs, NICs with SR-IOV),
 # then runs a pod with a ResourceClaimTemplate for one GPU and shows what its container got.
 # Everything lives in a temporary directory and is removed, with what the kubelet changed on the
-# host, when it ends. The first run compiles Kubernetes, containerd and a Release build of devlet
-# (long on a small machine); later runs start in about a minute.
+# host, when it ends. The first run compiles Kubernetes and containerd (long on a small machine);
+# later runs take about a minute.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD=${DEVLET_BUILD_DIR:-$ROOT/build}
@@ -31,12 +31,12 @@ if [[ ! -f $BUILD/build.ninja ]]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDEVLET_BUILD_TESTS=ON -DDEVLET_BUILD_INTEGRATION=ON >/dev/null
 fi
-cmake --build "$BUILD" --target devlet-cluster_go containerd_bins devlet-simnode helm_go
-bash "$ROOT/packaging/tests/release_build.sh" "$ROOT" "$BUILD/packaging-release" Ninja
+cmake --build "$BUILD" --target devlet-cluster_go containerd_bins devlet-simnode helm_go \
+  devlet-node devlet-extender devlet-alloc devlet-cel
 exec "$BUILD/integration/cluster/devlet-cluster" test \
   --containerd-bin "$BUILD/integration/containerd/bin" \
   --simnode "$BUILD/node/devlet-simnode" \
   --topology "$ROOT/devices/tests/data/dgx-2s-8gpu-2nic.xml" \
   --profiles "$ROOT/examples/node/profiles.yaml" \
-  --build-image "$ROOT/packaging/image/build-image.sh" --release-dir "$BUILD/packaging-release" \
+  --build-image "$ROOT/packaging/image/build-image.sh" --image-build-dir "$BUILD" \
   --chart "$ROOT/packaging/helm/devlet" --helm "$BUILD/integration/helm/helm" "${args[@]}"

@@ -2,7 +2,7 @@
 // devlet installed into it the way a user installs it (issue 17 §2):
 //
 //	devlet-cluster test --containerd-bin DIR --simnode PATH --topology XML [--profiles YAML]
-//	    [--image ARCHIVE | --build-image build-image.sh [--release-dir DIR]] --chart DIR
+//	    [--image ARCHIVE | --build-image build-image.sh [--image-build-dir DIR]] --chart DIR
 //	    --helm PATH [--scenarios 1,9] [--keep DIR] [--hold]
 //	devlet-cluster apiserver|controller-manager|scheduler|kubelet ARGS...
 //
@@ -32,7 +32,7 @@ import (
 type options struct {
 	containerdBin, simnode, topology, profiles string
 	image, chart, helm                         string
-	imageScript, releaseDir                    string
+	imageScript, imageBuildDir                 string
 	extraValues                                string
 	scenarios                                  string
 	keepDir                                    string
@@ -58,7 +58,7 @@ func main() {
 	fs.StringVar(&o.profiles, "profiles", "", "devlet's device profiles (examples/node/profiles.yaml)")
 	fs.StringVar(&o.image, "image", "", "devlet's OCI image archive (packaging/image)")
 	fs.StringVar(&o.imageScript, "build-image", "", "packaging/image/build-image.sh: build --image first")
-	fs.StringVar(&o.releaseDir, "release-dir", "", "the Release build build-image.sh packs")
+	fs.StringVar(&o.imageBuildDir, "image-build-dir", "", "the build whose binaries build-image.sh packs (--no-build)")
 	fs.StringVar(&o.chart, "chart", "", "devlet's Helm chart (packaging/helm/devlet)")
 	fs.StringVar(&o.helm, "helm", "", "helm binary")
 	fs.StringVar(&o.extraValues, "values", "", "one more values file for the chart (last: it wins)")
@@ -118,8 +118,8 @@ func runTest(o options) int {
 		}
 		phase("image (packaging/image/build-image.sh)", func() {
 			args := []string{o.imageScript, "--out", o.image}
-			if o.releaseDir != "" {
-				args = append(args, "--release-dir", o.releaseDir)
+			if o.imageBuildDir != "" {
+				args = append(args, "--build-dir", o.imageBuildDir, "--no-build")
 			}
 			out, err := runCmd("bash", nil, args...)
 			must(err, "build-image.sh")

@@ -146,7 +146,7 @@ class Decoder {
         base = 8;
         digits.remove_prefix(2);
       }
-      std::string normalized = (negative ? "-" : "") + std::string(digits);
+      std::string normalized = std::string(negative ? "-" : "").append(digits);
       const auto [ptr, ec] =
           std::from_chars(normalized.data(), normalized.data() + normalized.size(), value, base);
       if (ec == std::errc::result_out_of_range) {

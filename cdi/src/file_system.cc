@@ -15,7 +15,7 @@
 namespace devlet::cdi {
 namespace {
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) { return std::string(1, '"').append(s).append(1, '"'); }
 
 absl::Status Errno(int error, std::string_view what, std::string_view path) {
   return ErrnoToStatus(error, std::string(what) + " " + Quote(path));
@@ -247,7 +247,7 @@ absl::StatusOr<int> RemoveTempFiles(FileSystem& fs, const std::string& dir,
     if (absl::IsNotFound(entries.status())) return 0;
     return entries.status();
   }
-  const std::string prefix = "." + std::string(base_prefix);
+  const std::string prefix = std::string(1, '.').append(base_prefix);
   int removed = 0;
   for (const DirEntry& entry : *entries) {
     if (!entry.is_regular || !entry.name.starts_with(prefix) || !entry.name.ends_with(".tmp")) {

@@ -12,7 +12,7 @@ bool IsLetter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlphaNumeric(char c) { return IsLetter(c) || IsDigit(c); }
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) { return std::string(1, '"').append(s).append(1, '"'); }
 
 absl::Status ValidateVendorOrClass(std::string_view what, std::string_view name) {
   const std::string prefix = "invalid " + std::string(what) + " name " + Quote(name) + ": ";

@@ -33,7 +33,7 @@ int Rank(std::string_view version) {
   return -1;
 }
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) { return std::string(1, '"').append(s).append(1, '"'); }
 
 template <typename Pred>
 bool AnyEdits(const Spec& spec, Pred pred) {

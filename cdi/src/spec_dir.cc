@@ -11,7 +11,7 @@
 namespace devlet::cdi {
 namespace {
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) { return std::string(1, '"').append(s).append(1, '"'); }
 
 FileSystem& Fs(FileSystem* fs) { return fs != nullptr ? *fs : RealFileSystem(); }
 

@@ -16,7 +16,7 @@ std::string ContainerMarkerName(std::string_view claim_uid, std::size_t index) {
       name.push_back('_');
     }
   }
-  name += "_" + std::to_string(index);
+  (name += '_') += std::to_string(index);
   return name;
 }
 

@@ -22,7 +22,7 @@ constexpr char kFileName[] = "checkpoint.json";
 constexpr char kJournalName[] = "checkpoint.journal";
 constexpr char kLockName[] = "checkpoint.lock";
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) { return std::string(1, '"').append(s).append(1, '"'); }
 
 }  // namespace
 

@@ -297,7 +297,8 @@ bool Parse(std::string_view raw, bool via_request, GoUrl* u, std::string* error)
     return false;
   }
   if (raw == "*") {
-    u->path = u->escaped_path = "*";
+    u->escaped_path.assign(1, '*');
+    u->path = u->escaped_path;
     return true;
   }
   std::string_view scheme, rest;
@@ -430,7 +431,7 @@ std::string UrlString(const GoUrl& u) {
       if (u.has_user) {
         out += Escape(u.username, Mode::kUserPassword);
         if (u.has_password)
-          out += ":" + Escape(u.password, Mode::kUserPassword);
+          (out += ':') += Escape(u.password, Mode::kUserPassword);
         out += "@";
       }
       out += Escape(u.host, Mode::kHost);

@@ -531,7 +531,7 @@ std::string ConstructSuffix(int base, int64_t exponent, Quantity::Format format)
       }
     case Quantity::Format::kDecimalExponent:
       if (base != 10 || exponent == 0) return "";
-      return "e" + std::to_string(static_cast<int32_t>(exponent));
+      return std::string(1, 'e') += std::to_string(static_cast<int32_t>(exponent));
   }
   return "";
 }

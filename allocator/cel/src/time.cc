@@ -409,7 +409,10 @@ std::string FormatDuration(int64_t seconds, uint32_t nanos) {
   if (neg) total = -total;
   const auto whole = static_cast<uint64_t>(total / kNanosPerSecond);
   const auto frac = static_cast<uint64_t>(total % kNanosPerSecond);
-  std::string out = (neg ? "-" : "") + std::to_string(whole);
+  // Appended, not `"-" + std::to_string(...)`: GCC 12 at -O3 (Release) reports that prepend as
+  // an overlapping memcpy (-Werror=restrict), a false positive.
+  std::string out = neg ? "-" : "";
+  out += std::to_string(whole);
   if (frac != 0) {
     char buf[16];
     std::snprintf(buf, sizeof(buf), "%09llu", static_cast<unsigned long long>(frac));

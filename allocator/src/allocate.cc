@@ -29,6 +29,7 @@
 #include "devlet/allocator/allocator.h"
 #include "devlet/cel/dra.h"
 #include "devlet/common/status.h"
+#include "nlohmann/json.hpp"
 #include "snapshot_impl.h"
 
 namespace devlet::allocator {
@@ -231,6 +232,8 @@ class Search {
   const std::map<std::string, GroupIntersection>& GroupBaseline(int pool);
   void ReleaseCounters(int pool, int slice, int device);
   bool InUse(KeyId k) const;
+  // Whether the node lists DRAOptionalNodeOperations in status.declaredFeatures (read once).
+  bool NodeDeclaresOptionalNodeOperations();
   bool AllocatingForClaim(KeyId k, int claim) const;
   bool IsDeviceAllocated(KeyId k) const {
     return state_.Dedicated(k) || state_.Shared(k) || state_.HasCapacity(k);
@@ -297,7 +300,28 @@ class Search {
   std::map<std::pair<KeyId, std::string>, std::unique_ptr<CompiledAttribute>, std::less<>>
       derived_cache_;
   int64_t steps_ = 0;
+  std::optional<bool> node_declares_optional_ops_;
 };
+
+bool Search::NodeDeclaresOptionalNodeOperations() {
+  if (node_declares_optional_ops_) return *node_declares_optional_ops_;
+  bool declared = false;
+  // Node keeps spec and status as JSON (kube::Extra).
+  if (!node_.extra.empty()) {
+    nlohmann::json extra =
+        nlohmann::json::parse(node_.extra.json, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json* features = nullptr;
+    if (extra.is_object() && extra.contains("status") && extra["status"].is_object() &&
+        extra["status"].contains("declaredFeatures")) {
+      features = &extra["status"]["declaredFeatures"];
+    }
+    if (features != nullptr && features->is_array()) {
+      for (const auto& f : *features) declared |= f.is_string() && f == "DRAOptionalNodeOperations";
+    }
+  }
+  node_declares_optional_ops_ = declared;
+  return declared;
+}
 
 // FormatBudget writes a timeout as people write it: "10s", "1.5s", "250ms".
 std::string FormatBudget(std::chrono::milliseconds timeout) {
@@ -557,8 +581,7 @@ absl::Status Search::Prepare(const std::vector<const kube::ResourceClaim*>& clai
         // Upstream runs its "stable" implementation, which has no distinctAttribute, only when
         // none of the newer features is on; there the constraint is of an unknown type.
         bool stable = !features_.consumable_capacity && !features_.binding_and_status() &&
-                      !features_.fractional_capacity_range && !features_.list_type_attributes &&
-                      !features_.derived_attributes && !features_.compatibility_groups;
+                      !features_.fractional_capacity_range && !features_.experimental();
         if (stable) {
           return InvalidArgument("claim " + cd.label + ", constraint #" + std::to_string(k) +
                                  ": empty constraint (unsupported constraint type?)");
@@ -1082,6 +1105,20 @@ absl::StatusOr<bool> Search::AllocateDevice(int claim, const ReqData& r, const D
     Note(r, device, pool, "in use");
     return false;
   }
+  if (!slice.slice.spec.skip_node_operations.empty() && features_.experimental()) {
+    // KEP-5945, as upstream's experimental allocator (the others ignore the field, which the
+    // API server drops while the gate is off).
+    if (!features_.optional_node_operations) {
+      Note(r, device, pool, "its slice skips node operations, but DRAOptionalNodeOperations is "
+                            "disabled");
+      return false;
+    }
+    if (!NodeDeclaresOptionalNodeOperations()) {
+      Note(r, device, pool, "its slice skips node operations, which the node does not declare "
+                            "(status.declaredFeatures DRAOptionalNodeOperations)");
+      return false;
+    }
+  }
   if (!features_.partitionable_devices && !device.consumes.empty()) {
     Note(r, device, pool, "consumes counters, but DRAPartitionableDevices is disabled");
     return false;
@@ -1365,6 +1402,10 @@ absl::StatusOr<std::vector<kube::AllocationResult>> Search::Results() {
       for (const auto& [name, consumed] : e.consumed) {
         auto q = kube::Quantity::Parse(consumed.second);
         if (q.ok()) d.consumed_capacity[name] = *q;
+      }
+      if (features_.experimental()) {
+        // Without the gate no such slice is chosen (AllocateDevice).
+        d.skip_node_operations = e.slice->slice.spec.skip_node_operations;
       }
       if (features_.binding_and_status()) {
         d.binding_conditions = e.device->source->binding_conditions;

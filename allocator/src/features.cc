@@ -34,7 +34,7 @@ constexpr Gate kGates[] = {
     {"DRASchedulerFilterTimeout", &Features::scheduler_filter_timeout, false},
     {"DRANodeAllocatableResources", nullptr, false},
     {"DRAWorkloadResourceClaims", nullptr, false},
-    {"DRAOptionalNodeOperations", nullptr, false},
+    {"DRAOptionalNodeOperations", &Features::optional_node_operations, false},
     {"DRAPartitionableDevicesType", nullptr, false},
     {"SchedulerPreQueueingHints", nullptr, false},
 };

@@ -152,6 +152,8 @@ func parseGates(spec string) (structured.Features, error) {
 			f.DerivedAttributes = on
 		case "DRADeviceCompatibilityGroups":
 			f.CompatibilityGroups = on
+		case "DRAOptionalNodeOperations":
+			f.OptionalNodeOperations = on
 		}
 	}
 	f.DeviceBindingAndStatus = binding && status

@@ -32,6 +32,7 @@ struct Features {
   bool fractional_capacity_range = true;  // DRAFractionalCapacityRange
   bool derived_attributes = false;        // DRADerivedAttributes (alpha)
   bool compatibility_groups = false;      // DRADeviceCompatibilityGroups (alpha)
+  bool optional_node_operations = false;  // DRAOptionalNodeOperations (alpha, KEP-5945)
   // DRASchedulerFilterTimeout (beta, on): bound each scheduling verb's search by a timeout
   // (upstream's filterTimeout, 10 s in the scheduler). Not an allocator feature: the callers
   // (devlet-extender, devlet-alloc) read it to decide whether to set a deadline.
@@ -40,6 +41,14 @@ struct Features {
   // Binding conditions need both gates (upstream's DeviceBindingAndStatus).
   bool binding_and_status() const {
     return device_binding_conditions && resource_claim_device_status;
+  }
+
+  // Upstream runs its "experimental" allocator when any of these alpha gates is on; some rules
+  // differ there (a slice with skipNodeOperations is usable only with DRAOptionalNodeOperations
+  // on and the node declaring it, and its value is copied into the results).
+  bool experimental() const {
+    return list_type_attributes || derived_attributes || compatibility_groups ||
+           optional_node_operations;
   }
 
   friend bool operator==(const Features&, const Features&) = default;

@@ -422,8 +422,9 @@ int RunDevletAlloc(int argc, char** argv) {
   if (!all_nodes) {
     NodeOutcome out = scenario->AllocateOn(node_name, options_for_node());
     if (timed_out(out)) {
-      // Not an error for the pod: the scheduler counts a timed-out Filter as this node not
-      // fitting in this cycle.
+      // Exit 1, "not on this node (within the budget)", not 2: the input is fine and a larger
+      // --timeout may answer. (The scheduler's Filter returns the timeout as an Error so that
+      // the pod retries with backoff rather than wait for a cluster event.)
       std::cerr << "devlet-alloc: " << Message(out.outcome.status) << "\n";
       return 1;
     }

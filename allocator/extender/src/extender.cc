@@ -489,11 +489,6 @@ void Budget(const ClusterState& state, const Options& options, Clock::time_point
   allocate_options.timeout = options.filter_timeout;
 }
 
-bool TimedOut(const allocator::AllocateOutcome& out) {
-  return out.kind == allocator::AllocateOutcome::Kind::kError &&
-         out.status.code() == absl::StatusCode::kDeadlineExceeded;
-}
-
 const allocator::AllocatedState& EmptyState() {
   static const allocator::AllocatedState* empty = new allocator::AllocatedState();
   return *empty;
@@ -685,14 +680,10 @@ std::string Extender::Filter(std::string_view body) {
         verdict[i] = out.reason.empty() ? "cannot allocate all claims" : out.reason;
         break;
       case allocator::AllocateOutcome::Kind::kError:
-        // A search that ran out of time fails this node for this cycle, as upstream's Filter
-        // does (Unschedulable: "timed out trying to allocate devices"); other errors fail the
-        // pod. Score mode: not provable either way, let the plugin decide.
-        if (!score && TimedOut(out)) {
-          verdict[i] = Message(out.status);
-        } else if (!score) {
-          errors[i] = out.status;
-        }
+        // Timeouts too are an Error for the pod, as upstream's Filter returns them ("timeouts
+        // are potentially transient": the pod retries with backoff instead of waiting in the
+        // unschedulable queue for an event). Score mode: not provable, let the plugin decide.
+        if (!score) errors[i] = out.status;
         return;  // errors (timeouts too) are not kept
     }
     if (c.reusable) {

@@ -113,8 +113,8 @@ expect(no-pending-claims 0 "\"kind\": \"List\",[ \n]*\"items\": \\[\\]" "^$"
 expect(help 0 "^devlet-alloc: allocate.*Usage: devlet-alloc \\[OPTIONS\\].*--timeout" "^$"
        ARGS --help)
 # --timeout (issue 16): a search of C(60,8) combinations with no solution stops at its budget,
-# names the node, the budget and the claim, and exits 1 (the scheduler counts a timed-out Filter
-# as the node not fitting this cycle). execute_process's TIMEOUT below fails a hang.
+# names the node, the budget and the claim, and exits 1 (the input is fine; a larger --timeout
+# may answer). execute_process's TIMEOUT fails a hang.
 expect(timeout 1 "^$" "^devlet-alloc: node node-s: timed out after 1s while allocating claim default/exhaustive\n$"
        ARGS -f ${CASES}/exhaustive-search.yaml --node node-s --timeout 1s)
 expect(timeout-ms 1 "^$" "timed out after 300ms while allocating claim default/exhaustive"

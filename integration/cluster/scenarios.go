@@ -21,11 +21,12 @@ import (
 )
 
 var scenarios = map[string]func(d *devlet){
-	"1": scenarioGPUPod,
-	"2": scenarioContainerScoping,
-	"3": scenarioExtendedResource,
-	"7": scenarioDevletPodDeleted,
-	"9": scenarioPodDeletion,
+	"1":  scenarioGPUPod,
+	"2":  scenarioContainerScoping,
+	"3":  scenarioExtendedResource,
+	"7":  scenarioDevletPodDeleted,
+	"9":  scenarioPodDeletion,
+	"10": scenarioDeviceFailure,
 }
 
 // gpuExtendedResource is the gpu DeviceClass's extendedResourceName (values.go).
@@ -620,4 +621,88 @@ func scenarioContainerScoping(d *devlet) {
 	}
 	logf("scoped: app got %v; init and sidecar nothing", app)
 	d.deletePod(ns, "scoped")
+}
+
+// scenarioDeviceFailure (scenario 10): the GPU of a running pod reports a fatal PCIe AER error
+// (devlet-simnode's tree: TOTAL_ERR_FATAL raised, as the kernel counts it); devlet taints the
+// device NoExecute in its ResourceSlice and the device-taint eviction controller evicts the pod.
+func scenarioDeviceFailure(d *devlet) {
+	ns := "scenario-10"
+	d.ensureNamespace(ns)
+	tmpl := "one-gpu"
+	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
+		&resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: tmpl},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
+				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+					Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass},
+				}}}}},
+		}, metav1.CreateOptions{})
+	must(err, "ResourceClaimTemplate")
+	pod, _ := d.runGPUPod(ns, "victim", corev1.PodSpec{
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
+		Containers:     []corev1.Container{sleeper("app", "gpu")},
+	})
+	if !check(len(pod.Status.ResourceClaimStatuses) == 1 && pod.Status.ResourceClaimStatuses[0].ResourceClaimName != nil,
+		"victim's claim statuses %+v", pod.Status.ResourceClaimStatuses) {
+		return
+	}
+	claim, err := d.c.client.ResourceV1().ResourceClaims(ns).Get(d.ctx(),
+		*pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	must(err, "claim")
+	device := claim.Status.Allocation.Devices.Results[0].Device
+	// The device's PCI address, as published.
+	pci := ""
+	slices, err := d.c.client.ResourceV1().ResourceSlices().List(d.ctx(), metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + nodeName + ",spec.driver=" + driverName})
+	must(err, "slices")
+	for _, s := range slices.Items {
+		for _, dev := range s.Spec.Devices {
+			if attr, ok := dev.Attributes["resource.kubernetes.io/pciBusID"]; ok && dev.Name == device &&
+				attr.StringValue != nil {
+				pci = *attr.StringValue
+			}
+		}
+	}
+	if !check(pci != "", "device %s has no resource.kubernetes.io/pciBusID", device) {
+		return
+	}
+	aer := d.simDir("sys", "bus", "pci", "devices", pci, "aer_dev_fatal")
+	data, err := os.ReadFile(aer)
+	must(err, "AER counters of "+pci)
+	writeFile(aer, []byte(strings.Replace(string(data), "TOTAL_ERR_FATAL 0", "TOTAL_ERR_FATAL 1", 1)), 0o644)
+	start := time.Now()
+	logf("fatal AER error on %s (%s), used by %s/victim", pci, device, ns)
+	waitFor("NoExecute taint on "+device, 60*time.Second, func() (bool, string) {
+		slices, err := d.c.client.ResourceV1().ResourceSlices().List(d.ctx(), metav1.ListOptions{
+			FieldSelector: "spec.nodeName=" + nodeName + ",spec.driver=" + driverName})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range slices.Items {
+			for _, dev := range s.Spec.Devices {
+				for _, t := range dev.Taints {
+					if dev.Name == device && t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+						return true, ""
+					}
+				}
+			}
+		}
+		return false, "no taint yet"
+	})
+	logf("NoExecute taint on %s %.1fs after the error", device, time.Since(start).Seconds())
+	waitFor("victim evicted", 120*time.Second, func() (bool, string) {
+		p, err := d.c.client.CoreV1().Pods(ns).Get(d.ctx(), "victim", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed,
+			fmt.Sprintf("phase %s", p.Status.Phase)
+	})
+	logf("victim evicted %.1fs after the error", time.Since(start).Seconds())
+	// The device recovers (counters reset, as after a device reset): later scenarios may use it.
+	writeFile(aer, data, 0o644)
 }

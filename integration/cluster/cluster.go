@@ -80,7 +80,8 @@ func (c *cluster) startEtcd() {
 		cfg.ListenPeerUrls = []url.URL{peerURL}
 		cfg.AdvertisePeerUrls = []url.URL{peerURL}
 		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-		cfg.LogLevel = "error"
+		// Its own errors come back from StartEtcd; at Close it logs its closed listeners as errors.
+		cfg.LogLevel = "fatal"
 		e, err := embed.StartEtcd(cfg)
 		if err == nil {
 			c.etcd = e

@@ -46,9 +46,11 @@ std::uint64_t Fnv1a(std::string_view data) {
   return hash;
 }
 
-// Comparable strips what the store adds (uid, resourceVersion) and the pool generation, so that
-// the content of published slices can be compared with freshly built ones.
+// Comparable strips what the store adds (uid, resourceVersion, managedFields and the other
+// server-set metadata kept in `extra`) and the pool generation, so that the content of published
+// slices can be compared with freshly built ones.
 kube::ResourceSlice Comparable(kube::ResourceSlice slice) {
+  slice.metadata.extra = {};
   slice.metadata.uid.clear();
   slice.metadata.resource_version.clear();
   slice.metadata.creation_timestamp.reset();

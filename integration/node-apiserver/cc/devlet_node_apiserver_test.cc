@@ -158,6 +158,16 @@ TEST_F(DevletNodeApiServerTest, PublishesForItsNodeRepairsDeletedSlicesAndStopsC
   EXPECT_EQ(slice.metadata.owner_references[0].name, kNode);
   EXPECT_EQ(slice.metadata.owner_references[0].uid, node_uid);
 
+  // Nothing changed on the node: the published slice stays as it is. The API server adds fields
+  // of its own (managedFields, ...) that must not read as a change, or devlet-node's watch on its
+  // own slices republishes in a loop.
+  std::this_thread::sleep_for(3s);
+  std::vector<kube::ResourceSlice> later = Slices();
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].metadata.resource_version, slice.metadata.resource_version)
+      << "an unchanged slice was written again";
+  EXPECT_EQ(later[0].spec.pool.generation, slice.spec.pool.generation);
+
   // Deleted behind devlet-node's back (the kubelet does this when it starts): recreated.
   ASSERT_OK(store_->Delete(kube::Kind::kResourceSlice, {.name = slice.metadata.name}, ""));
   std::vector<kube::ResourceSlice> repaired;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every devlet test: builds (Ninja + ccache), runs all ctest tests, then rebuilds the unit
-# tests with ASan+UBSan and runs them again.
+# tests with ASan+UBSan and runs them again, then gives each fuzzer a short pass.
 #
 #   scripts/test.sh              everything
-#   scripts/test.sh --fast       skip the sanitizer pass
+#   scripts/test.sh --fast       skip the sanitizer and fuzzer passes
 #   scripts/test.sh -R cel       pass extra arguments to both ctest runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,4 +52,16 @@ if ((fast == 0)); then
   phase "unit tests under ASan+UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "${ctest_args[@]}"
+
+  # The fuzzers' short pass (fuzz/README.md): each target fuzzes briefly, then replays its seeds
+  # and the kept corpus; scripts/fuzz.sh runs them for as long as asked.
+  phase "build the fuzzers (clang, ASan+UBSan)"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++-16 -DDEVLET_FUZZ=ON -DDEVLET_WERROR=OFF -DDEVLET_BUILD_TESTS=OFF \
+    -DDEVLET_BUILD_BENCHMARKS=OFF -DDEVLET_BUILD_INTEGRATION=OFF \
+    "-DDEVLET_ONLY_MODULES=common;kube;kube/client;allocator/cel;cdi;state" \
+    -DDEVLET_FUZZ_SECONDS="${DEVLET_FUZZ_SECONDS:-15}" >/dev/null
+  cmake --build build-fuzz -j "$jobs"
+  phase "fuzzers, short pass"
+  ctest --test-dir build-fuzz --output-on-failure -j "$jobs" -L fuzz "${ctest_args[@]}"
 fi

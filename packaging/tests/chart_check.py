@@ -210,6 +210,29 @@ def main():
         url = yaml.safe_load(configs[mode]["data"]["config.yaml"])["extenders"][0]["urlPrefix"]
         check(url == "http://devlet-extender.devlet-system.svc:8888/devlet",
               f"{mode}: urlPrefix {url}")
+    # ---- The extender over HTTPS with client certificates ----
+    objs = load(f"{a.dir}/tls.yaml")
+    configs = check_extender(objs, "tls", "allocate", a.extender)
+    pod = [d for d in by_kind(objs, "Deployment")][0]["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    args = flags(c["args"])
+    check(args.get("--tls-cert-file") == "/etc/devlet-extender/tls/tls.crt" and
+          args.get("--tls-private-key-file") == "/etc/devlet-extender/tls/tls.key" and
+          args.get("--client-ca-file") == "/etc/devlet-extender/tls/ca.crt" and
+          args.get("--allowed-client-names") == "kube-scheduler", f"tls: flags {args}")
+    check(pod["volumes"] == [{"name": "tls", "secret": {"secretName": "devlet-extender-tls"}}] and
+          c["volumeMounts"][0]["mountPath"] == "/etc/devlet-extender/tls", "tls: the Secret mounted")
+    check(c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS" and
+          c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS", "tls: probes over HTTPS")
+    ext = yaml.safe_load(configs["allocate"]["data"]["config.yaml"])["extenders"][0]
+    check(ext["urlPrefix"] == "https://devlet-extender.devlet-system.svc:8888/devlet" and
+          set(ext.get("tlsConfig", {})) == {"certFile", "keyFile", "caFile"},
+          f"tls: scheduler configuration {ext}")
+    default_dep = [d for d in by_kind(load(f"{a.dir}/allocate.yaml"), "Deployment")][0]
+    check("volumes" not in default_dep["spec"]["template"]["spec"] and
+          default_dep["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]
+          ["scheme"] == "HTTP", "allocate without tls: plain HTTP, no Secret")
+
     allocate = load(f"{a.dir}/allocate.yaml")
     dep = [d for d in by_kind(allocate, "Deployment")][0]
     check(flags(dep["spec"]["template"]["spec"]["containers"][0]["args"]).get("--policy") ==

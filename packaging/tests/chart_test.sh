@@ -37,6 +37,8 @@ render() {  # render NAME ARGS...: helm template into $dir/NAME.yaml
 render default
 render score --set extender.enabled=true --set extender.mode=score
 render allocate --set extender.enabled=true --set extender.mode=allocate --set extender.policy=spread
+render tls --set extender.enabled=true --set extender.mode=allocate \
+  --set extender.tls.enabled=true --set extender.tls.secretName=devlet-extender-tls
 render sim --set kubeletPlugin.hostNetwork=true --set extender.enabled=true \
   --set extender.hostNetwork=true --set extender.schedulerConfig.urlHost=127.0.0.1 \
   --set apiServer.host=127.0.0.1 --set apiServer.port=6443 \
@@ -86,6 +88,8 @@ refuse 'extender.mode "bind" does not exist: use score' --set extender.enabled=t
 refuse 'extender.mode "bind" does not exist' --set extender.mode=bind
 refuse 'extender.policy "random" does not exist' --set extender.enabled=true --set extender.policy=random
 refuse 'loggingFormat "xml" does not exist' --set loggingFormat=xml
+refuse 'extender.tls.enabled needs extender.tls.secretName' --set extender.enabled=true \
+  --set extender.tls.enabled=true
 refuse 'apiServer.port is set without apiServer.host' --set apiServer.port=6443
 refuse 'apiServer.port is required when apiServer.host is set' --set apiServer.host=10.0.0.1
 # values.schema.json: helm names the value by its JSON pointer.

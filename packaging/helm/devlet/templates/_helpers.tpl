@@ -110,6 +110,9 @@ that `helm template` with any -s fails too). values.schema.json checks the types
 {{- if not (has .Values.nri.cdiPolicy (list "auto" "names" "edits" "none")) -}}
 {{- fail (printf "nri.cdiPolicy %q does not exist: use auto, names, edits or none" (toString .Values.nri.cdiPolicy)) -}}
 {{- end -}}
+{{- if and .Values.extender.enabled .Values.extender.tls.enabled (not .Values.extender.tls.secretName) -}}
+{{- fail "extender.tls.enabled needs extender.tls.secretName: a Secret with tls.crt, tls.key and ca.crt" -}}
+{{- end -}}
 {{- if and .Values.apiServer.port (not .Values.apiServer.host) -}}
 {{- fail "apiServer.port is set without apiServer.host: set both to reach the API server directly, or neither" -}}
 {{- end -}}

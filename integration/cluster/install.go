@@ -70,7 +70,7 @@ func (d *devlet) startSimnode() {
 	must(err, "topology")
 	writeFile(d.simDir("topology.xml"), data, 0o644)
 	d.simnode = &child{name: "devlet-simnode", log: d.c.path("logs", "devlet-simnode.log"),
-		args: []string{d.opts.simnode, d.simDir("sys"), "--vfio", "0000:b9:00.0", "--sriov-nic", "--serve"}}
+		args: []string{d.opts.simnode, d.simDir("sys"), "--vfio", vfioGPUPCI, "--sriov-nic", "--serve"}}
 	d.simnode.start()
 	waitFor("devlet-simnode serving", 60*time.Second, func() (bool, string) {
 		if !d.simnode.running() {
@@ -170,7 +170,14 @@ func (d *devlet) install() {
 			"--create-namespace", "--values", values}
 		if d.opts.profiles != "" {
 			// examples/node/profiles.yaml's top-level `profiles:` is the chart's value of that name.
-			args = append(args, "--values", d.opts.profiles)
+			// Its VM GPU (0000:b9:00.0, simulated NUMA node 1) becomes vfioGPUPCI, on NUMA node 0:
+			// devlet gives a container its device's NUMA node's CPUs and memory node, and this
+			// machine has only node 0's (scenario 4).
+			data, err := os.ReadFile(d.opts.profiles)
+			must(err, "profiles")
+			profiles := d.c.path("profiles.yaml")
+			writeFile(profiles, []byte(strings.ReplaceAll(string(data), "0000:b9:00.0", vfioGPUPCI)), 0o644)
+			args = append(args, "--values", profiles)
 		}
 		if d.opts.extraValues != "" {
 			args = append(args, "--values", d.opts.extraValues)

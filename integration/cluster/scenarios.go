@@ -24,6 +24,7 @@ var scenarios = map[string]func(d *devlet){
 	"1":  scenarioGPUPod,
 	"2":  scenarioContainerScoping,
 	"3":  scenarioExtendedResource,
+	"4":  scenarioVFIOPod,
 	"7":  scenarioDevletPodDeleted,
 	"9":  scenarioPodDeletion,
 	"10": scenarioDeviceFailure,

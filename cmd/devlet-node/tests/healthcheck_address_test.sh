@@ -25,6 +25,9 @@ trap 'stop; rm -rf "$dir"' EXIT
 # it logged: --healthcheck-port 0 picks a free one).
 start() {
   rm -rf "$dir/run" && mkdir -p "$dir/run/manifests" "$dir/run/cdi" "$dir/run/reg" "$dir/run/plugins"
+  # The log exists before the poll below reads it: the background child may not have opened its
+  # redirection yet, and a failing sed inside $(...) ends the script under set -e.
+  : >"$dir/log"
   "$node" --node-name sim-node-1 --manifests "$dir/run/manifests" --topology-xml "$topology" \
     --sysfs-root "$dir/sys" --cdi-root "$dir/run/cdi" \
     --kubelet-registrar-directory-path "$dir/run/reg" \

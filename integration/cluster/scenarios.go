@@ -238,13 +238,9 @@ func (d *devlet) hostFilesFor(claimUID string) []string {
 	return out
 }
 
-// scenarioGPUPod (issue 17 §2 scenario 1): a pod with a ResourceClaimTemplate for one GPU goes
-// Running; the claim is allocated on the node's slice and reserved for the pod; inside, the
-// container has the CDI env and device node, the KEP-5304 metadata file at the standard path
-// and a cpuset of the GPU's NUMA node.
-func scenarioGPUPod(d *devlet) {
-	ns := s1Namespace
-	d.ensureNamespace(ns)
+// createGPUTemplate creates the ResourceClaimTemplate "one-gpu" (one device of the GPU class) in
+// namespace ns.
+func (d *devlet) createGPUTemplate(ns string) {
 	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
 		&resourcev1.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
@@ -254,6 +250,16 @@ func scenarioGPUPod(d *devlet) {
 				}}}}},
 		}, metav1.CreateOptions{})
 	must(err, "ResourceClaimTemplate")
+}
+
+// scenarioGPUPod (issue 17 §2 scenario 1): a pod with a ResourceClaimTemplate for one GPU goes
+// Running; the claim is allocated on the node's slice and reserved for the pod; inside, the
+// container has the CDI env and device node, the KEP-5304 metadata file at the standard path
+// and a cpuset of the GPU's NUMA node.
+func scenarioGPUPod(d *devlet) {
+	ns := s1Namespace
+	d.ensureNamespace(ns)
+	d.createGPUTemplate(ns)
 	tmpl := "one-gpu"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-pod", Namespace: ns},
@@ -265,7 +271,7 @@ func scenarioGPUPod(d *devlet) {
 			Containers: []corev1.Container{sleeper("app", "gpu")},
 		},
 	}
-	_, err = d.c.client.CoreV1().Pods(ns).Create(d.ctx(), pod, metav1.CreateOptions{})
+	_, err := d.c.client.CoreV1().Pods(ns).Create(d.ctx(), pod, metav1.CreateOptions{})
 	must(err, "pod")
 	start := time.Now()
 	pod = d.waitRunning(ns, "gpu-pod", 180*time.Second)
@@ -504,15 +510,7 @@ func scenarioDevletPodDeleted(d *devlet) {
 	ns := "scenario-7"
 	d.ensureNamespace(ns)
 	tmpl := "one-gpu"
-	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
-		&resourcev1.ResourceClaimTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: tmpl},
-			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
-				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-					Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass},
-				}}}}},
-		}, metav1.CreateOptions{})
-	must(err, "ResourceClaimTemplate")
+	d.createGPUTemplate(ns)
 	_, gpus := d.runGPUPod(ns, "after-restart", corev1.PodSpec{
 		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
 		Containers:     []corev1.Container{sleeper("app", "gpu")},
@@ -583,15 +581,7 @@ func scenarioContainerScoping(d *devlet) {
 	ns := "scenario-2"
 	d.ensureNamespace(ns)
 	tmpl := "one-gpu"
-	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
-		&resourcev1.ResourceClaimTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: tmpl},
-			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
-				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-					Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass},
-				}}}}},
-		}, metav1.CreateOptions{})
-	must(err, "ResourceClaimTemplate")
+	d.createGPUTemplate(ns)
 	always := corev1.ContainerRestartPolicyAlways
 	init := sleeper("init")
 	init.Command = []string{"/bin/true"}
@@ -631,15 +621,7 @@ func scenarioDeviceFailure(d *devlet) {
 	ns := "scenario-10"
 	d.ensureNamespace(ns)
 	tmpl := "one-gpu"
-	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
-		&resourcev1.ResourceClaimTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: tmpl},
-			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
-				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-					Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass},
-				}}}}},
-		}, metav1.CreateOptions{})
-	must(err, "ResourceClaimTemplate")
+	d.createGPUTemplate(ns)
 	pod, _ := d.runGPUPod(ns, "victim", corev1.PodSpec{
 		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
 		Containers:     []corev1.Container{sleeper("app", "gpu")},

@@ -4,15 +4,9 @@
 #include <deque>
 #include <optional>
 
+#include "devlet/cel/quantity.h"
 #include "devlet/common/status.h"
 #include "program.h"
-
-#if __has_include("devlet/cel/quantity.h")
-#include "devlet/cel/quantity.h"
-#define DEVLET_CEL_DRA_HAVE_QUANTITY 1
-#else
-#define DEVLET_CEL_DRA_HAVE_QUANTITY 0
-#endif
 
 namespace devlet::cel::dra {
 
@@ -128,16 +122,10 @@ void SimpleDevice::SetVersions(std::string_view name, const std::vector<std::str
 }
 
 absl::Status SimpleDevice::SetCapacity(std::string_view name, std::string_view quantity) {
-#if DEVLET_CEL_DRA_HAVE_QUANTITY
   absl::StatusOr<Quantity> q = Quantity::Parse(quantity);
   if (!q.ok()) return q.status();
   SetCapacity(name, *q);
   return absl::OkStatus();
-#else
-  (void)name;
-  (void)quantity;
-  return devlet::Unimplemented("quantity library unavailable");
-#endif
 }
 
 void SimpleDevice::SetCapacity(std::string_view name, const Quantity& quantity) {

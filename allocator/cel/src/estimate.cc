@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "kubernetes_cost.h"
+
 namespace devlet::cel::internal {
 namespace {
 
@@ -500,134 +502,130 @@ class Coster {
     }
   }
 
-  // library.CostEstimator.EstimateCallCost (by function name).
+  // replace(): the receiver's traversal twice; the result's size from the replacement counts.
+  std::optional<CallEstimate> ReplaceEstimate(const Node* target,
+                                              const std::vector<Node>& args) const {
+    if (target == nullptr || args.size() < 2) return std::nullopt;
+    const Est sz = SizeOf(*target);
+    const Est to_replace = SizeOf(args[0]);
+    const Est with = SizeOf(args[1]);
+    Est count, retained;
+    if (to_replace.min == 0) {
+      count.max = sz.max < kMax ? sz.max + 1 : sz.max;
+      retained.max = sz.max;
+    } else if (with.max <= to_replace.min) {
+      count.max = 0;
+      retained.max = sz.max;
+    } else {
+      count.max = GoUint64(
+          std::ceil(static_cast<double>(sz.max) / static_cast<double>(to_replace.min)));
+    }
+    if (to_replace.max == 0) {
+      count.min = sz.min < kMax ? sz.min + 1 : sz.min;
+      retained.min = sz.min;
+    } else if (to_replace.max <= with.min) {
+      count.min = 0;
+      retained.min = sz.min;
+    } else {
+      count.min = GoUint64(
+          std::ceil(static_cast<double>(sz.min) / static_cast<double>(to_replace.max)));
+    }
+    return CallEstimate{ByFactor(sz, 2 * kStringFactor), count * with + retained};
+  }
+
+  // library.CostEstimator.EstimateCallCost, by the rule the function declares
+  // (FunctionDef::kubernetes).
   std::optional<CallEstimate> KubernetesEstimate(const std::string& name, const Node* target,
                                                  const std::vector<Node>& args) const {
     using K = Type::Kind;
-    if (name == "isSorted" || name == "sum" || name == "max" || name == "min" ||
-        name == "indexOf" || name == "lastIndexOf" || name == "includes") {
-      if (target == nullptr) return std::nullopt;
-      if (std::optional<Node> el = ElementNode(*target)) {
-        Est el_cost = Fixed(1);
-        if (el->type.kind() == K::kString || el->type.kind() == K::kBytes) {
-          el_cost = el_cost + ByFactor(SizeOf(*el), kStringFactor);
+    switch (KubernetesCostOf(name, /*member=*/target != nullptr)) {
+      case KC::kNone: break;
+      case KC::kNominal:
+      case KC::kNominalByName: return CallEstimate{Fixed(1), std::nullopt};
+      case KC::kListTraversal:
+      case KC::kIncludes: {
+        if (target == nullptr) return std::nullopt;
+        if (std::optional<Node> el = ElementNode(*target)) {
+          Est el_cost = Fixed(1);
+          if (el->type.kind() == K::kString || el->type.kind() == K::kBytes) {
+            el_cost = el_cost + ByFactor(SizeOf(*el), kStringFactor);
+          }
+          return CallEstimate{SizeOf(*target) * el_cost, std::nullopt};
         }
-        return CallEstimate{SizeOf(*target) * el_cost, std::nullopt};
+        if (name == "includes") return CallEstimate{SizeOf(*target) * Fixed(1), std::nullopt};
+        return CallEstimate{ByFactor(SizeOf(*target), kStringFactor), std::nullopt};
       }
-      if (name == "includes") return CallEstimate{SizeOf(*target) * Fixed(1), std::nullopt};
-      return CallEstimate{ByFactor(SizeOf(*target), kStringFactor), std::nullopt};
-    }
-    if (name == "lowerAscii" || name == "upperAscii" || name == "substring" || name == "trim") {
-      if (target == nullptr) return std::nullopt;
-      const Est sz = SizeOf(*target);
-      return CallEstimate{ByFactor(sz, kStringFactor), sz};
-    }
-    if (name == "replace") {
-      if (target == nullptr || args.size() < 2) return std::nullopt;
-      const Est sz = SizeOf(*target);
-      const Est to_replace = SizeOf(args[0]);
-      const Est with = SizeOf(args[1]);
-      Est count, retained;
-      if (to_replace.min == 0) {
-        count.max = sz.max < kMax ? sz.max + 1 : sz.max;
-        retained.max = sz.max;
-      } else if (with.max <= to_replace.min) {
-        count.max = 0;
-        retained.max = sz.max;
-      } else {
-        count.max = GoUint64(
-            std::ceil(static_cast<double>(sz.max) / static_cast<double>(to_replace.min)));
+      case KC::kStringTraversal: {
+        if (target == nullptr) return std::nullopt;
+        const Est sz = SizeOf(*target);
+        return CallEstimate{ByFactor(sz, kStringFactor), sz};
       }
-      if (to_replace.max == 0) {
-        count.min = sz.min < kMax ? sz.min + 1 : sz.min;
-        retained.min = sz.min;
-      } else if (to_replace.max <= with.min) {
-        count.min = 0;
-        retained.min = sz.min;
-      } else {
-        count.min = GoUint64(
-            std::ceil(static_cast<double>(sz.min) / static_cast<double>(to_replace.max)));
+      case KC::kReplace: return ReplaceEstimate(target, args);
+      case KC::kSplit: {
+        if (target == nullptr) return std::nullopt;
+        const Est sz = SizeOf(*target);
+        uint64_t max = sz.max;
+        if (args.size() > 1 && args[1].expr != nullptr &&
+            args[1].expr->kind == Expr::Kind::kConst &&
+            args[1].expr->constant.kind == Constant::Kind::kInt) {
+          max = static_cast<uint64_t>(args[1].expr->constant.i);
+        }
+        return CallEstimate{ByFactor(sz, 2 * kStringFactor), Est{0, max}};
       }
-      return CallEstimate{ByFactor(sz, 2 * kStringFactor), count * with + retained};
-    }
-    if (name == "split") {
-      if (target == nullptr) return std::nullopt;
-      const Est sz = SizeOf(*target);
-      uint64_t max = sz.max;
-      if (args.size() > 1 && args[1].expr != nullptr && args[1].expr->kind == Expr::Kind::kConst &&
-          args[1].expr->constant.kind == Constant::Kind::kInt) {
-        max = static_cast<uint64_t>(args[1].expr->constant.i);
+      case KC::kJoin: {
+        if (target == nullptr) return std::nullopt;
+        Est sz;
+        const Est list = SizeOf(*target);
+        if (std::optional<Node> el = ElementNode(*target)) sz = list * SizeOf(*el);
+        if (!args.empty()) {
+          const Est sep = SizeOf(args[0]);
+          const Est seps{list.min > 0 ? list.min - 1 : 0, list.max > 0 ? list.max - 1 : 0};
+          sz = sz + sep * seps;
+        }
+        return CallEstimate{ByFactor(sz, kStringFactor), sz};
       }
-      return CallEstimate{ByFactor(sz, 2 * kStringFactor), Est{0, max}};
-    }
-    if (name == "join") {
-      if (target == nullptr) return std::nullopt;
-      Est sz;
-      const Est list = SizeOf(*target);
-      if (std::optional<Node> el = ElementNode(*target)) sz = list * SizeOf(*el);
-      if (!args.empty()) {
-        const Est sep = SizeOf(args[0]);
-        const Est seps{list.min > 0 ? list.min - 1 : 0, list.max > 0 ? list.max - 1 : 0};
-        sz = sz + sep * seps;
+      case KC::kRegexFind: {
+        if (target == nullptr || args.empty()) return std::nullopt;
+        const Est sz = SizeOf(*target);
+        const Est str = ByFactor(sz + Fixed(1), kStringFactor);
+        const Est re = ByFactor(SizeOf(args[0]), kRegexFactor);
+        return CallEstimate{str * re, Est{0, sz.max}};
       }
-      return CallEstimate{ByFactor(sz, kStringFactor), sz};
-    }
-    if (name == "find" || name == "findAll") {
-      if (target == nullptr || args.empty()) return std::nullopt;
-      const Est sz = SizeOf(*target);
-      const Est str = ByFactor(sz + Fixed(1), kStringFactor);
-      const Est re = ByFactor(SizeOf(args[0]), kRegexFactor);
-      return CallEstimate{str * re, Est{0, sz.max}};
-    }
-    if (name == "quantity" || name == "isQuantity" || name == "semver" || name == "isSemver" ||
-        name == "ip" || name == "isIP" || name == "cidr" || name == "isCIDR") {
-      // cidr.ip() reads a field: nominal cost.
-      if (name == "ip" && target != nullptr) return CallEstimate{Fixed(1), std::nullopt};
-      if (args.empty()) return std::nullopt;
-      return CallEstimate{ByFactor(SizeOf(args[0]), kStringFactor), std::nullopt};
-    }
-    if (name == "containsIP" || name == "containsCIDR") {
-      // Comparing two 4- or 16-byte addresses; containsCIDR masks the base first (one more
-      // traversal, plus 1); a string argument is parsed (its traversal).
-      if (target == nullptr || args.empty()) return std::nullopt;
-      const Est bytes{4, 16};
-      Est cost = ByFactor(bytes + bytes, kStringFactor);
-      if (name == "containsCIDR") cost = cost + ByFactor(bytes, kStringFactor) + Fixed(1);
-      // With a dyn argument the string overload is a candidate too; the estimate is the maximum.
-      if (args[0].type.kind() == K::kString || args[0].type.is_dyn()) {
-        cost = cost + ByFactor(SizeOf(args[0]), kStringFactor);
+      case KC::kParse:
+        // cidr.ip() reads a field: nominal cost.
+        if (name == "ip" && target != nullptr) return CallEstimate{Fixed(1), std::nullopt};
+        if (args.empty()) return std::nullopt;
+        return CallEstimate{ByFactor(SizeOf(args[0]), kStringFactor), std::nullopt};
+      case KC::kContainsIP:
+      case KC::kContainsCIDR: {
+        // Comparing two 4- or 16-byte addresses; containsCIDR masks the base first (one more
+        // traversal, plus 1); a string argument is parsed (its traversal).
+        if (target == nullptr || args.empty()) return std::nullopt;
+        const Est bytes{4, 16};
+        Est cost = ByFactor(bytes + bytes, kStringFactor);
+        if (name == "containsCIDR") cost = cost + ByFactor(bytes, kStringFactor) + Fixed(1);
+        // With a dyn argument the string overload is a candidate too; the estimate is the
+        // maximum.
+        if (args[0].type.kind() == K::kString || args[0].type.is_dyn()) {
+          cost = cost + ByFactor(SizeOf(args[0]), kStringFactor);
+        }
+        return CallEstimate{cost, std::nullopt};
       }
-      return CallEstimate{cost, std::nullopt};
-    }
-    if (name == "ip.isCanonical") {
-      if (args.empty()) return std::nullopt;
-      return CallEstimate{ByFactor(SizeOf(args[0]), 2 * kStringFactor), std::nullopt};
-    }
-    if (name == "sign" || name == "asInteger" || name == "isInteger" ||
-        name == "asApproximateFloat" || name == "isGreaterThan" || name == "isLessThan" ||
-        name == "compareTo" || name == "add" || name == "sub" || name == "major" ||
-        name == "minor" || name == "patch" || name == "family" || name == "isUnspecified" ||
-        name == "isLoopback" || name == "isLinkLocalMulticast" || name == "isLinkLocalUnicast" ||
-        name == "isGlobalUnicast" || name == "masked" || name == "prefixLength") {
-      return CallEstimate{Fixed(1), std::nullopt};
-    }
-    if (name == "validate") {
-      // The string's traversal times the longest format regex (MaxNameFormatRegexSize 128) at
-      // 0.25 per character, both rounded up.
-      if (args.empty()) return std::nullopt;
-      return CallEstimate{ByFactor(ByFactor(SizeOf(args[0]), kStringFactor), 128 * kRegexFactor),
-                          std::nullopt};
-    }
-    if (name == "format.named") return CallEstimate{Fixed(1), std::nullopt};
-    if (name == "url") {
-      // The string's traversal; the URL's size is the string's (it prices URL equality).
-      if (args.size() != 1) return std::nullopt;
-      const Est sz = SizeOf(args[0]);
-      return CallEstimate{ByFactor(sz, kStringFactor), sz};
-    }
-    if (name == "getScheme" || name == "getHost" || name == "getHostname" || name == "getPort" ||
-        name == "getEscapedPath" || name == "getQuery") {
-      return CallEstimate{Fixed(1), std::nullopt};
+      case KC::kCanonical:
+        if (args.empty()) return std::nullopt;
+        return CallEstimate{ByFactor(SizeOf(args[0]), 2 * kStringFactor), std::nullopt};
+      case KC::kValidate:
+        // The string's traversal times the longest format regex (MaxNameFormatRegexSize 128) at
+        // 0.25 per character, both rounded up.
+        if (args.empty()) return std::nullopt;
+        return CallEstimate{
+            ByFactor(ByFactor(SizeOf(args[0]), kStringFactor), 128 * kRegexFactor), std::nullopt};
+      case KC::kUrl: {
+        // The string's traversal; the URL's size is the string's (it prices URL equality).
+        if (args.size() != 1) return std::nullopt;
+        const Est sz = SizeOf(args[0]);
+        return CallEstimate{ByFactor(sz, kStringFactor), sz};
+      }
     }
     if (name == "_==_" && args.size() == 2 && args[0].type == args[1].type &&
         args[0].type.kind() == K::kURL) {

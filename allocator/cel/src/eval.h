@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "devlet/cel/cel.h"
+#include "kubernetes_cost.h"
 #include "val.h"
 
 namespace devlet::cel::internal {
@@ -105,6 +106,28 @@ inline uint64_t CostOf(double factor, uint64_t size) {
   return static_cast<uint64_t>(std::ceil(factor * static_cast<double>(size)));
 }
 
+// cel-go resolves a chain of selections and indexes over one operand as a single attribute
+// (interpreter/attributes.go, applyQualifiers): only the chain's base value is unwrapped when it
+// is an optional (the chain is then in optional mode, as after any `.?f` / `[?k]`); an optional
+// reached inside the chain is an opaque value ("no such key"). Chain is the state between the
+// qualifiers: the current object, whether the chain is in optional mode (qualifiers test presence
+// and the result is wrapped in an optional) and whether it ended (an error, or optional.none():
+// `v` is then the result as is).
+struct Chain {
+  Val v;
+  bool opt = false;
+  bool done = false;
+};
+// The chain state of a base value (a variable, or any non-attribute expression).
+inline Chain BaseChain(const Val& v) {
+  if (v.is_error()) return {v, false, true};
+  if (v.kind == VK::kOptional) {
+    if (v.opt == nullptr) return {v, false, true};
+    return {*v.opt, true, false};
+  }
+  return {v, false, false};
+}
+
 // A plan node. Eval never throws; errors are error Vals.
 class Node {
  public:
@@ -121,6 +144,14 @@ class Node {
   // cel-go resolves an attribute in a ternary branch or under has() without observing the
   // attribute itself: its qualifiers still cost 1 each, its own 1 is not charged.
   virtual void DropAttributeCost() {}
+  // The chain state after this node (see Chain). Nodes that extend cel-go's attribute with a
+  // qualifier (select, index, optional select, ternary) override it; any other node is a base.
+  virtual Chain Resolve(Ctx& ctx) const { return BaseChain(Eval(ctx)); }
+  // Whether Resolve is overridden (the node continues its operand's chain).
+  virtual bool extends_chain() const { return false; }
+  // The value as a ternary branch: cel-go resolves a branch's attribute without the branch's own
+  // interpretable, which only matters for has() (its raw presence result).
+  virtual Val EvalBranch(Ctx& ctx) const { return Eval(ctx); }
   int32_t offset() const { return offset_; }
 
  private:
@@ -133,6 +164,9 @@ using NodePtr = std::unique_ptr<Node>;
 using Fn = Val (*)(Ctx& ctx, const Val* args, uint32_t n);
 using CostFn = uint64_t (*)(const Val* args, uint32_t n);
 
+// One CEL function: its implementation, call styles, library, runtime cost and checked
+// overloads and Kubernetes' cost rule. Each library's functions are one table (StandardFunctions
+// in functions.cc, KubernetesObjectFunctions in k8s.cc, TimeFunctions, FormatFunctions).
 struct FunctionDef {
   std::string_view name;
   Fn fn;
@@ -143,12 +177,40 @@ struct FunctionDef {
   Type::Kind result;   // for the checker; kDyn = unknown / depends on arguments
   uint8_t min_args;    // argument counts, the receiver included
   uint8_t max_args;
+  // The overloads the checker resolves, receiver first, ';'-separated:
+  // "string, string -> bool; string, string, int -> bool". Parameter types: int uint double
+  // string bytes bool null list map list(string) list(optional) Quantity Semver type optional
+  // timestamp duration IP CIDR format URL any; result types the same and dyn. Empty: the
+  // checker knows no overloads (any arguments within the counts).
+  std::string_view overloads = {};
+  // How Kubernetes' library.CostEstimator prices the call (kubernetes_cost.h): the rule of its
+  // compile-time estimate, and whether its runtime cost applies without a resolved overload.
+  KubernetesCost kubernetes = KubernetesCost::kNone;
+};
+
+// One parsed overload of FunctionDef::overloads: a letter per parameter, the receiver first
+// (i int, u uint, d double, s string, b bytes, B bool, n null, L list, M map, Q Quantity,
+// S Semver, T type, O optional, Z timestamp, D duration, P IP, C CIDR, F format, U URL,
+// W list(string), V list(optional), * any), and the result.
+struct Signature {
+  std::string params;
+  Type::Kind result;
 };
 
 // Lookup by name and call style, filtered by enabled libraries.
 const FunctionDef* FindFunction(std::string_view name, bool member, uint32_t libraries);
+// The parsed overloads of the function `name` (either call style), or nullptr if it declares
+// none.
+const std::vector<Signature>* FindSignatures(std::string_view name);
 // Whether any function (any style) has this name (for "undeclared reference" errors).
 bool IsFunctionName(std::string_view name, uint32_t libraries);
+
+// Shared with the Kubernetes libraries (k8s.cc): `_+_`, the traversal cost of a value, list
+// membership by CEL equality, the runtime cost of matches() / find() (string and regex sizes).
+Val AddValues(Ctx& ctx, const Val* args, uint32_t n);
+uint64_t RegexCallCost(const Val* args, uint32_t n);
+uint64_t TraversalCostOf(const Val& v);
+bool ListContains(const Val& list, const Val& v);
 
 // Value semantics shared by functions and nodes.
 // Equal: CEL equality; returns an error Val only if an operand is an error.
@@ -178,6 +240,10 @@ uint32_t MapSize(Ctx& ctx, const Val& map);
 Val MapKeys(Ctx& ctx, const Val& map);
 // Field selection `operand.field` on maps, device objects; error otherwise.
 Val Select(Ctx& ctx, const Val& operand, std::string_view field);
+// Whether device.attributes / device.capacity (a kDeviceMap) has no domain.
+bool DeviceMapEmpty(const Val& map);
+// `key in map` on device.attributes / device.capacity: only the device's domains.
+bool DeviceMapContains(Ctx& ctx, const Val& map, const Val& key);
 // Presence test (has()).
 Val Has(Ctx& ctx, const Val& operand, std::string_view field);
 // Index `operand[key]`.
@@ -216,9 +282,7 @@ Val NegateDuration(Ctx& ctx, const Val& d);  // "integer overflow" for the small
 Val TimeAdd(Ctx& ctx, const Val& x, const Val& y, bool subtract);
 std::vector<FunctionDef> TimeFunctions();
 
-// Kubernetes object hooks (k8s.cc); these work once quantity.h / semver.h are present.
-bool HaveQuantity();
-bool HaveSemver();
+// Kubernetes object hooks (k8s.cc).
 Val ParseQuantityVal(Ctx& ctx, std::string_view text);  // error Val on failure
 Val ParseSemverVal(Ctx& ctx, std::string_view text, bool normalize);
 bool QuantityEqual(const Quantity& a, const Quantity& b);

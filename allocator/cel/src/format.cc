@@ -502,8 +502,10 @@ int64_t FormatIdOf(std::string_view name) {
 std::vector<FunctionDef> FormatFunctions() {
   constexpr uint32_t kF = kFormatLibrary;
   return {
-      {"format.named", FormatNamed, true, false, kF, nullptr, K::kOptional, 1, 1},
-      {"validate", FormatValidate, false, true, kF, ValidateCost, K::kOptional, 2, 2},
+      {"format.named", FormatNamed, true, false, kF, nullptr, K::kOptional, 1, 1,
+       "string -> optional", KC::kNominalByName},
+      {"validate", FormatValidate, false, true, kF, ValidateCost, K::kOptional, 2, 2,
+       "format, string -> optional", KC::kValidate},
       {"format.dns1123Label", FormatConstant<kDns1123Label>, true, false, kF, nullptr, K::kFormat,
        0, 0},
       {"format.dns1123Subdomain", FormatConstant<kDns1123Subdomain>, true, false, kF, nullptr,

@@ -1,5 +1,5 @@
-// The function library: CEL standard functions, strings v2, lists v3, sets, Kubernetes lists,
-// regex, optionals, includes and the macro helpers. Quantity and Semver live in k8s.cc.
+// The function library: CEL standard functions, strings v2, lists v3, sets, optionals and the
+// macro helpers. The Kubernetes libraries are k8s.cc's (format: format.cc).
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "devlet/common/strings.h"
+#include "devlet/cel/dra.h"
 #include "eval.h"
 #include "netip.h"
 #include "utf8.h"
@@ -34,6 +35,33 @@ Val TooLarge(Ctx& ctx) { return ctx.Error("value too large: exceeds " + std::to_
 
 // ---- Runtime costs (cel-go interpreter/runtimecost.go and Kubernetes library/cost.go) ----------
 
+uint64_t ActualSize(const Val& v);
+
+[[gnu::noinline]] uint64_t RareActualSize(const Val& v) {
+  uint64_t size = 0;
+  switch (v.kind) {
+    case VK::kDeviceMap: {
+      auto count = [&](std::string_view) { ++size; };
+      if (v.sub == 0) {
+        v.dev->ForEachAttributeDomain(count);
+      } else {
+        v.dev->ForEachCapacityDomain(count);
+      }
+      return size;
+    }
+    case VK::kDomainMap:
+      if (v.dom->capacity) {
+        v.dom->dev->ForEachCapacity(v.dom->domain, [&](std::string_view, const Quantity&) { ++size; });
+      } else {
+        v.dom->dev->ForEachAttribute(v.dom->domain,
+                                     [&](std::string_view, const dra::Attribute&) { ++size; });
+      }
+      return size;
+    case VK::kOptional: return v.opt == nullptr ? 1 : ActualSize(*v.opt);
+    default: return 1;
+  }
+}
+
 // cel-go's actualSize: Size() of sized values (code points for strings), else 1.
 uint64_t ActualSize(const Val& v) {
   switch (v.kind) {
@@ -43,6 +71,11 @@ uint64_t ActualSize(const Val& v) {
     case VK::kMap: return v.n;
     case VK::kIP: return v.ip->is4 ? 4 : 16;  // net.IP's Size(): bytes of the address
     case VK::kCIDR: return static_cast<uint64_t>((v.cidr->bits + 7) / 8);  // prefix bytes
+    // Kubernetes' device maps are Sizers too (an absent domain is an empty map, size 0), and
+    // cel-go's actualSize looks through a present optional: rare, out of line.
+    case VK::kDeviceMap:
+    case VK::kDomainMap:
+    case VK::kOptional: return RareActualSize(v);
     default: return 1;
   }
 }
@@ -279,7 +312,7 @@ Val In(Ctx& ctx, const Val* a, uint32_t n) {
     return Val::Bool(false);
   }
   if (c.kind == VK::kMap || c.kind == VK::kDeviceMap || c.kind == VK::kDomainMap) {
-    if (c.kind == VK::kDeviceMap) return Has(ctx, c, x.kind == VK::kString ? x.str() : "\x01");
+    if (c.kind == VK::kDeviceMap) return Val::Bool(DeviceMapContains(ctx, c, x));
     Val out;
     return Val::Bool(MapFind(ctx, c, x, &out));
   }
@@ -369,23 +402,6 @@ uint64_t MatchesCost(const Val* a, uint32_t) {
   return std::max<uint64_t>(1, CostOf(0.1, uint64_t{a[0].n} + 1) * CostOf(0.25, a[1].n));
 }
 
-Val Find(Ctx& ctx, const Val* a, uint32_t n) {
-  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("find");
-  std::string error;
-  auto re = CompileRegex(a[1].str(), &error);
-  if (!re) return ctx.Error(error);
-  return RegexFind(ctx, *re, a[0].str());
-}
-Val FindAll(Ctx& ctx, const Val* a, uint32_t n) {
-  if (a[0].kind != VK::kString || a[1].kind != VK::kString || (n == 3 && a[2].kind != VK::kInt)) {
-    NO_OVERLOAD("findAll");
-  }
-  std::string error;
-  auto re = CompileRegex(a[1].str(), &error);
-  if (!re) return ctx.Error(error);
-  return RegexFindAll(ctx, *re, a[0].str(), n == 3 ? a[2].i : -1);
-}
-
 // ---- Conversions -------------------------------------------------------------------------
 
 bool ParseInt64(std::string_view s, int64_t* out) {
@@ -438,7 +454,9 @@ Val ToUint(Ctx& ctx, const Val* a, uint32_t n) {
       }
       return Val::Uint(static_cast<uint64_t>(x.d));
     case VK::kString: {
-      uint64_t v;
+      // Initialized for GCC 12 at -Os (MinSizeRel), which cannot see that from_chars sets it on
+      // success and stops on -Werror=maybe-uninitialized.
+      uint64_t v = 0;
       std::string_view s = x.str();
       if (!s.empty() && s[0] == '+') s.remove_prefix(1);
       auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
@@ -967,6 +985,66 @@ bool FormatStringV2(Ctx& ctx, const Val& v, std::string* out, std::string* err) 
   }
 }
 
+// Kubernetes' cel-go prints %f and %e through golang.org/x/text's message printer (English), not
+// fmt: a zero prints without its sign, infinities as "∞" and "-∞"; %f groups the integer digits
+// by thousands ("1,234.500000"); %e always has six mantissa digits and a superscript exponent
+// ("1.500000×10⁰⁰", "1.000000×10⁻⁰⁷"), and the clause's precision is its minimum width in
+// characters, padded on the left with spaces ("%e" of NaN is "   NaN"). All seen with
+// celdiff-oracle (k8s.io v0.37.2, cel-go v0.29.2).
+
+// The largest precision printed (Go has no limit; this bounds the buffer).
+constexpr int kMaxFormatPrecision = 1 << 16;
+
+std::string FormatFixedLikeKubernetes(double d, int precision) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "∞" : "-∞";
+  if (d == 0) d = 0;  // -0.0 prints as 0
+  precision = std::min(precision, kMaxFormatPrecision);
+  std::string plain(static_cast<size_t>(precision) + 400, '\0');
+  const int n = std::snprintf(plain.data(), plain.size(), "%.*f", precision, d);
+  plain.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  const size_t begin = plain.starts_with('-') ? 1 : 0;
+  size_t end = plain.find('.');
+  if (end == std::string::npos) end = plain.size();
+  std::string out = plain.substr(0, begin);
+  for (size_t i = begin; i < end; ++i) {
+    if (i > begin && (end - i) % 3 == 0) out += ',';
+    out += plain[i];
+  }
+  out.append(plain, end, std::string::npos);
+  return out;
+}
+
+std::string FormatScientificLikeKubernetes(double d, int width) {
+  std::string out;
+  size_t chars = 0;  // printed width in characters (code points)
+  if (std::isnan(d)) {
+    out = "NaN";
+    chars = 3;
+  } else if (std::isinf(d)) {
+    out = d > 0 ? "∞" : "-∞";
+    chars = d > 0 ? 1 : 2;
+  } else {
+    if (d == 0) d = 0;  // -0.0 prints as 0
+    char buf[64];
+    const int n = std::snprintf(buf, sizeof(buf), "%.6e", d);
+    const std::string_view plain(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    const size_t e = plain.find('e');
+    out = std::string(plain.substr(0, e)) + "×10";
+    chars = e + 3;
+    static constexpr const char* kSuperscript[] = {"⁰", "¹", "²", "³", "⁴",
+                                                   "⁵", "⁶", "⁷", "⁸", "⁹"};
+    for (size_t i = e + 1; i < plain.size(); ++i) {
+      if (plain[i] == '+') continue;
+      out += plain[i] == '-' ? "⁻" : kSuperscript[plain[i] - '0'];
+      ++chars;
+    }
+  }
+  const size_t pad = static_cast<size_t>(std::min(width, kMaxFormatPrecision));
+  if (chars < pad) out.insert(0, pad - chars, ' ');
+  return out;
+}
+
 // format(): %s %d %f %e %b %o %x %X %% with optional precision (cel-go ext/formatting.go).
 bool FormatValueAsString(Ctx& ctx, const Val& v, std::string* out, std::string* err, bool nested) {
   if (ctx.strict_format) {
@@ -1090,7 +1168,10 @@ Val Format(Ctx& ctx, const Val* a, uint32_t n) {
                            (verb == 'f' ? "fixed-point" : "scientific") +
                            " clause can only be used on doubles, was given " + std::string(TypeNameOf(v)));
         }
-        if (std::isnan(d)) {
+        if (ctx.strict_format) {
+          out += verb == 'f' ? FormatFixedLikeKubernetes(d, precision < 0 ? 6 : precision)
+                             : FormatScientificLikeKubernetes(d, precision < 0 ? 6 : precision);
+        } else if (std::isnan(d)) {
           out += "NaN";
         } else if (std::isinf(d)) {
           out += d > 0 ? "Infinity" : "-Infinity";
@@ -1276,51 +1357,6 @@ Val SortByKeys(Ctx& ctx, const Val* a, uint32_t n) {
   return ctx.List(out.data(), static_cast<uint32_t>(out.size()));
 }
 
-Val IsSorted(Ctx& ctx, const Val* a, uint32_t n) {
-  if (a[0].kind != VK::kList) NO_OVERLOAD("isSorted");
-  for (uint32_t i = 1; i < a[0].n; ++i) {
-    const auto c = Compare(a[0].l->data[i - 1], a[0].l->data[i]);
-    if (!c) return ctx.NoOverload("isSorted", &a[0].l->data[i], 1);
-    if (*c > 0) return Val::Bool(false);
-  }
-  return Val::Bool(true);
-}
-
-Val Sum(Ctx& ctx, const Val* a, uint32_t n) {
-  if (a[0].kind != VK::kList) NO_OVERLOAD("sum");
-  if (a[0].n == 0) return Val::Int(0);
-  Val acc = a[0].l->data[0];
-  // Kubernetes sums ints, uints, doubles and durations; a list of anything else has no
-  // overload, and the error names the list.
-  if (!IsNum(acc) && acc.kind != VK::kDuration) return ctx.NoOverload("sum", a, 1);
-  for (uint32_t i = 1; i < a[0].n; ++i) {
-    Val args[2] = {acc, a[0].l->data[i]};
-    acc = Add(ctx, args, 2);
-    if (acc.is_error()) return acc;
-  }
-  return acc;
-}
-
-Val MinMax(Ctx& ctx, const Val* a, uint32_t n, bool is_min) {
-  const char* name = is_min ? "min" : "max";
-  if (a[0].kind != VK::kList) NO_OVERLOAD(name);
-  if (a[0].n == 0) return ctx.Error(std::string(name) + " called on empty list");
-  Val best = a[0].l->data[0];
-  for (uint32_t i = 1; i < a[0].n; ++i) {
-    const Val& e = a[0].l->data[i];
-    const auto c = Compare(e, best);
-    if (!c) return ctx.NoOverload(name, &a[0], 1);  // cel-go: "no such overload: max(list)"
-    if (is_min ? *c < 0 : *c > 0) best = e;
-  }
-  if (a[0].n == 1 && !IsNum(best) && best.kind != VK::kString && best.kind != VK::kBytes &&
-      best.kind != VK::kBool) {
-    return ctx.NoOverload(name, &a[0], 1);
-  }
-  return best;
-}
-Val Min(Ctx& ctx, const Val* a, uint32_t n) { return MinMax(ctx, a, n, true); }
-Val Max(Ctx& ctx, const Val* a, uint32_t n) { return MinMax(ctx, a, n, false); }
-
 // ---- Sets ----------------------------------------------------------------------------------
 
 bool ListHas(const Val& list, const Val& v) {
@@ -1354,17 +1390,7 @@ Val SetsIntersects(Ctx& ctx, const Val* a, uint32_t n) {
 uint64_t SetsCost(const Val* a, uint32_t) { return 1 + ActualSize(a[0]) * ActualSize(a[1]); }
 uint64_t SetsEquivalentCost(const Val* a, uint32_t) { return 1 + 2 * ActualSize(a[0]) * ActualSize(a[1]); }
 
-// ---- DRA includes, macro helpers -------------------------------------------------------------
-
-Val Includes(Ctx& ctx, const Val* a, uint32_t) {
-  if (a[0].kind == VK::kList) {
-    if (a[0].n > 48) return ctx.Error("'includes' function cannot be applied to lists longer than 48 values");
-    return Val::Bool(ListHas(a[0], a[1]));
-  }
-  return Val::Bool(EqualBool(a[0], a[1]));
-}
-// Kubernetes charges `includes` as one traversal of the receiver (library/cost.go).
-uint64_t IncludesCost(const Val* a, uint32_t) { return Traversal(a[0]); }
+// ---- Macro helpers -------------------------------------------------------------
 
 Val MapInsert(Ctx& ctx, const Val* a, uint32_t n) {
   if (a[0].kind != VK::kMap) NO_OVERLOAD("cel.@mapInsert");
@@ -1423,91 +1449,187 @@ Val MapInsert(Ctx& ctx, const Val* a, uint32_t n) {
 
 constexpr uint32_t kStd = 0;
 
+// The ordering operators' overloads (cel-go's standard library, with cross-type numbers).
+constexpr std::string_view kOrderOverloads =
+    "int, int -> bool; uint, uint -> bool; double, double -> bool; string, string -> bool; "
+    "bytes, bytes -> bool; bool, bool -> bool; int, uint -> bool; int, double -> bool; "
+    "uint, int -> bool; uint, double -> bool; double, int -> bool; double, uint -> bool; "
+    "timestamp, timestamp -> bool; duration, duration -> bool";
+
 std::vector<FunctionDef> StandardFunctions() {
   return {
-      {"_+_", Add, true, false, kStd, AddCost, K::kDyn, 2, 2},
-      {"_-_", Sub, true, false, kStd, nullptr, K::kDyn, 2, 2},
-      {"_*_", Mul, true, false, kStd, nullptr, K::kDyn, 2, 2},
-      {"_/_", Div, true, false, kStd, nullptr, K::kDyn, 2, 2},
-      {"_%_", Mod, true, false, kStd, nullptr, K::kDyn, 2, 2},
-      {"-_", Neg, true, false, kStd, nullptr, K::kDyn, 1, 1},
-      {"!_", Not, true, false, kStd, nullptr, K::kBool, 1, 1},
+      {"_+_", Add, true, false, kStd, AddCost, K::kDyn, 2, 2,
+       "int, int -> int; uint, uint -> uint; double, double -> double; string, string -> string; "
+       "bytes, bytes -> bytes; list, list -> list; timestamp, duration -> timestamp; "
+       "duration, timestamp -> timestamp; duration, duration -> duration"},
+      {"_-_", Sub, true, false, kStd, nullptr, K::kDyn, 2, 2,
+       "int, int -> int; uint, uint -> uint; double, double -> double; "
+       "timestamp, duration -> timestamp; timestamp, timestamp -> duration; "
+       "duration, duration -> duration"},
+      {"_*_", Mul, true, false, kStd, nullptr, K::kDyn, 2, 2,
+       "int, int -> int; uint, uint -> uint; double, double -> double"},
+      {"_/_", Div, true, false, kStd, nullptr, K::kDyn, 2, 2,
+       "int, int -> int; uint, uint -> uint; double, double -> double"},
+      {"_%_", Mod, true, false, kStd, nullptr, K::kDyn, 2, 2,
+       "int, int -> int; uint, uint -> uint"},
+      {"-_", Neg, true, false, kStd, nullptr, K::kDyn, 1, 1, "int -> int; double -> double"},
+      {"!_", Not, true, false, kStd, nullptr, K::kBool, 1, 1, "bool -> bool"},
       {"_==_", Eq, true, false, kStd, EqualsCost, K::kBool, 2, 2},
       {"_!=_", Ne, true, false, kStd, EqCost, K::kBool, 2, 2},
-      {"_<_", Relation<0>, true, false, kStd, RelCost, K::kBool, 2, 2},
-      {"_<=_", Relation<1>, true, false, kStd, RelCost, K::kBool, 2, 2},
-      {"_>_", Relation<2>, true, false, kStd, RelCost, K::kBool, 2, 2},
-      {"_>=_", Relation<3>, true, false, kStd, RelCost, K::kBool, 2, 2},
-      {"@in", In, true, false, kStd, InCost, K::kBool, 2, 2},
-      {"size", Size, true, true, kStd, nullptr, K::kInt, 1, 1},
-      {"contains", Contains, false, true, kStd, ContainsCost, K::kBool, 2, 2},
-      {"startsWith", StartsWith, false, true, kStd, PrefixCost, K::kBool, 2, 2},
-      {"endsWith", EndsWith, false, true, kStd, PrefixCost, K::kBool, 2, 2},
-      {"matches", Matches, true, true, kStd, MatchesCost, K::kBool, 2, 2},
-      {"int", ToInt, true, false, kStd, nullptr, K::kInt, 1, 1},
-      {"uint", ToUint, true, false, kStd, nullptr, K::kUint, 1, 1},
-      {"double", ToDouble, true, false, kStd, nullptr, K::kDouble, 1, 1},
-      {"string", ToString, true, false, kStd, StringConversionCost, K::kString, 1, 1},
-      {"bytes", ToBytes, true, false, kStd, BytesConversionCost, K::kBytes, 1, 1},
-      {"bool", ToBool, true, false, kStd, nullptr, K::kBool, 1, 1},
+      {"_<_", Relation<0>, true, false, kStd, RelCost, K::kBool, 2, 2, kOrderOverloads},
+      {"_<=_", Relation<1>, true, false, kStd, RelCost, K::kBool, 2, 2, kOrderOverloads},
+      {"_>_", Relation<2>, true, false, kStd, RelCost, K::kBool, 2, 2, kOrderOverloads},
+      {"_>=_", Relation<3>, true, false, kStd, RelCost, K::kBool, 2, 2, kOrderOverloads},
+      {"@in", In, true, false, kStd, InCost, K::kBool, 2, 2, "any, list -> bool; any, map -> bool"},
+      {"size", Size, true, true, kStd, nullptr, K::kInt, 1, 1,
+       "string -> int; bytes -> int; list -> int; map -> int"},
+      {"contains", Contains, false, true, kStd, ContainsCost, K::kBool, 2, 2,
+       "string, string -> bool"},
+      {"startsWith", StartsWith, false, true, kStd, PrefixCost, K::kBool, 2, 2,
+       "string, string -> bool"},
+      {"endsWith", EndsWith, false, true, kStd, PrefixCost, K::kBool, 2, 2,
+       "string, string -> bool"},
+      {"matches", Matches, true, true, kStd, MatchesCost, K::kBool, 2, 2, "string, string -> bool"},
+      {"int", ToInt, true, false, kStd, nullptr, K::kInt, 1, 1,
+       "int -> int; uint -> int; double -> int; string -> int; timestamp -> int; duration -> int"},
+      {"uint", ToUint, true, false, kStd, nullptr, K::kUint, 1, 1,
+       "int -> uint; uint -> uint; double -> uint; string -> uint"},
+      {"double", ToDouble, true, false, kStd, nullptr, K::kDouble, 1, 1,
+       "int -> double; uint -> double; double -> double; string -> double"},
+      {"string", ToString, true, false, kStd, StringConversionCost, K::kString, 1, 1,
+       "int -> string; uint -> string; double -> string; string -> string; bytes -> string; "
+       "bool -> string; timestamp -> string; duration -> string; IP -> string; CIDR -> string"},
+      {"bytes", ToBytes, true, false, kStd, BytesConversionCost, K::kBytes, 1, 1,
+       "string -> bytes; bytes -> bytes"},
+      {"bool", ToBool, true, false, kStd, nullptr, K::kBool, 1, 1, "bool -> bool; string -> bool"},
       {"dyn", Dyn, true, false, kStd, nullptr, K::kDyn, 1, 1},
       {"type", TypeOf, true, false, kStd, nullptr, K::kType, 1, 1},
       // Optionals.
       {"optional.of", OptionalOf, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
       {"optional.none", OptionalNone, true, false, kOptionalsLibrary, nullptr, K::kDyn, 0, 0},
       {"optional.ofNonZeroValue", OptionalOfNonZero, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
-      {"hasValue", HasValue, false, true, kOptionalsLibrary, nullptr, K::kBool, 1, 1},
-      {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"hasValue", HasValue, false, true, kOptionalsLibrary, nullptr, K::kBool, 1, 1,
+       "optional -> bool"},
+      {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1,
+       "optional -> dyn"},
       {"or", OptOr, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
       {"orValue", OptOrValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 2, 2},
-      {"first", ListFirst, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
-      {"last", ListLast, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
-      {"optional.unwrap", OptUnwrap, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
-      {"unwrapOpt", UnwrapOpt, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"first", ListFirst, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1, "list -> dyn"},
+      {"last", ListLast, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1, "list -> dyn"},
+      {"optional.unwrap", OptUnwrap, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1,
+       "list(optional) -> dyn"},
+      {"unwrapOpt", UnwrapOpt, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1,
+       "list(optional) -> dyn"},
       // Strings v2.
-      {"charAt", CharAt, false, true, kStringsLibrary, nullptr, K::kString, 2, 2},
-      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost, K::kInt, 2, 3},
+      {"charAt", CharAt, false, true, kStringsLibrary, nullptr, K::kString, 2, 2,
+       "string, int -> string"},
+      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost, K::kInt, 2, 3,
+       "string, string -> int; string, string, int -> int; list, any -> int", KC::kListTraversal},
       {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost,
-       K::kInt, 2, 3},
-      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
-      {"upperAscii", UpperAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
-      {"replace", Replace, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kString, 3, 4},
-      {"split", Split, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kList, 2, 3},
-      {"substring", Substring, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 3},
-      {"trim", Trim, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
-      {"join", Join, false, true, kStringsLibrary, JoinCost, K::kString, 1, 2},
-      {"format", Format, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 2},
-      {"strings.quote", Quote, true, false, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1},
+       K::kInt, 2, 3, "string, string -> int; string, string, int -> int; list, any -> int", KC::kListTraversal},
+      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
+       "string -> string", KC::kStringTraversal},
+      {"upperAscii", UpperAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
+       "string -> string", KC::kStringTraversal},
+      {"replace", Replace, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kString, 3, 4,
+       "string, string, string -> string; string, string, string, int -> string", KC::kReplace},
+      {"split", Split, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kList, 2, 3,
+       "string, string -> list; string, string, int -> list", KC::kSplit},
+      {"substring", Substring, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 3,
+       "string, int -> string; string, int, int -> string", KC::kStringTraversal},
+      {"trim", Trim, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
+       "string -> string", KC::kStringTraversal},
+      {"join", Join, false, true, kStringsLibrary, JoinCost, K::kString, 1, 2,
+       "list(string) -> string; list(string), string -> string", KC::kJoin},
+      {"format", Format, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 2,
+       "string, list -> string"},
+      {"strings.quote", Quote, true, false, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
+       "string -> string"},
       // Lists v3.
-      {"slice", Slice, false, true, kListsLibrary, SliceCost, K::kDyn, 3, 3},
-      {"flatten", Flatten, false, true, kListsLibrary, FlattenCost, K::kList, 1, 2},
-      {"distinct", Distinct, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1},
-      {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1},
-      {"reverse", Reverse, false, true, kListsLibrary, ReverseCost, K::kDyn, 1, 1},
-      {"sort", Sort, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1},
+      {"slice", Slice, false, true, kListsLibrary, SliceCost, K::kDyn, 3, 3,
+       "list, int, int -> list"},
+      {"flatten", Flatten, false, true, kListsLibrary, FlattenCost, K::kList, 1, 2,
+       "list -> list; list, int -> list"},
+      {"distinct", Distinct, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1,
+       "list -> list"},
+      {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1, "int -> list"},
+      {"reverse", Reverse, false, true, kListsLibrary, ReverseCost, K::kDyn, 1, 1, "list -> list"},
+      {"sort", Sort, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1,
+       "list -> list"},
       {"@sortByAssociatedKeys", SortByKeys, false, true, kListsLibrary, SelfCompareKeysCost, K::kDyn, 2, 2},
       // Sets.
-      {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
-      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsEquivalentCost, K::kBool, 2, 2},
-      {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2},
-      // Kubernetes lists.
-      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, TraversalCost, K::kBool, 1, 1},
-      {"sum", Sum, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1},
-      {"min", Min, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1},
-      {"max", Max, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1},
-      // Kubernetes regex.
-      {"find", Find, false, true, kRegexLibrary, MatchesCost, K::kString, 2, 2},
-      {"findAll", FindAll, false, true, kRegexLibrary, MatchesCost, K::kList, 2, 3},
-      // DRA includes.
-      {"includes", Includes, false, true, kIncludesLibrary, IncludesCost, K::kBool, 2, 2},
+      {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2,
+       "list, list -> bool"},
+      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsEquivalentCost, K::kBool, 2, 2,
+       "list, list -> bool"},
+      {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2,
+       "list, list -> bool"},
       // Macro helpers.
       {"cel.@mapInsert", MapInsert, true, false, kStd, nullptr, K::kDyn, 2, 3},
   };
 }
 
+// The pieces of `text` between `sep`s, each without surrounding spaces.
+std::vector<std::string_view> SplitTrimmed(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    const size_t end = text.find(sep);
+    std::string_view piece = text.substr(0, end);
+    while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    while (!piece.empty() && piece.back() == ' ') piece.remove_suffix(1);
+    out.push_back(piece);
+    if (end == std::string_view::npos) return out;
+    text.remove_prefix(end + 1);
+  }
+}
+
+// Parses FunctionDef::overloads; a malformed declaration is a programming error (abort, naming
+// the function), found by any test that compiles an expression.
+std::vector<Signature> ParseOverloads(const FunctionDef& d) {
+  static const auto* kLetters = new std::unordered_map<std::string_view, char>{
+      {"int", 'i'},      {"uint", 'u'},          {"double", 'd'},       {"string", 's'},
+      {"bytes", 'b'},    {"bool", 'B'},          {"null", 'n'},         {"list", 'L'},
+      {"map", 'M'},      {"Quantity", 'Q'},      {"Semver", 'S'},       {"type", 'T'},
+      {"optional", 'O'}, {"timestamp", 'Z'},     {"duration", 'D'},     {"IP", 'P'},
+      {"CIDR", 'C'},     {"format", 'F'},        {"URL", 'U'},          {"list(string)", 'W'},
+      {"list(optional)", 'V'}, {"any", '*'}};
+  static const auto* kResults = new std::unordered_map<std::string_view, K>{
+      {"int", K::kInt},         {"uint", K::kUint},           {"double", K::kDouble},
+      {"string", K::kString},   {"bytes", K::kBytes},         {"bool", K::kBool},
+      {"list", K::kList},       {"map", K::kMap},             {"Quantity", K::kQuantity},
+      {"Semver", K::kSemver},   {"type", K::kType},           {"optional", K::kOptional},
+      {"timestamp", K::kTimestamp}, {"duration", K::kDuration}, {"IP", K::kIP},
+      {"CIDR", K::kCIDR},       {"format", K::kFormat},       {"URL", K::kURL},
+      {"dyn", K::kDyn}};
+  auto fail = [&](std::string_view what) {
+    std::fprintf(stderr, "devlet::cel: bad overload declaration of %.*s: %.*s\n",
+                 static_cast<int>(d.name.size()), d.name.data(), static_cast<int>(what.size()),
+                 what.data());
+    std::abort();
+  };
+  std::vector<Signature> out;
+  for (std::string_view overload : SplitTrimmed(d.overloads, ';')) {
+    const size_t arrow = overload.find("->");
+    if (arrow == std::string_view::npos) fail(overload);
+    Signature sig;
+    for (std::string_view param : SplitTrimmed(overload.substr(0, arrow), ',')) {
+      auto it = kLetters->find(param);
+      if (it == kLetters->end()) fail(param);
+      sig.params += it->second;
+    }
+    auto it = kResults->find(SplitTrimmed(overload.substr(arrow + 2), ';')[0]);
+    if (it == kResults->end()) fail(overload);
+    sig.result = it->second;
+    out.push_back(std::move(sig));
+  }
+  return out;
+}
+
 struct Registry {
   // name -> (global def, member def)
   std::unordered_map<std::string_view, std::pair<const FunctionDef*, const FunctionDef*>> by_name;
+  // name -> parsed overloads, for the functions that declare them
+  std::unordered_map<std::string_view, std::vector<Signature>> signatures;
   std::vector<FunctionDef> defs;
   Registry() {
     defs = StandardFunctions();
@@ -1518,6 +1640,7 @@ struct Registry {
       auto& slot = by_name[d.name];
       if (d.global) slot.first = &d;
       if (d.member) slot.second = &d;
+      if (!d.overloads.empty()) signatures[d.name] = ParseOverloads(d);
     }
   }
 };
@@ -1537,6 +1660,22 @@ const FunctionDef* FindFunction(std::string_view name, bool member, uint32_t lib
   if (d == nullptr) return nullptr;
   if (d->library != 0 && (d->library & libraries) == 0) return nullptr;
   return d;
+}
+
+const std::vector<Signature>* FindSignatures(std::string_view name) {
+  const Registry& r = GetRegistry();
+  auto it = r.signatures.find(name);
+  return it == r.signatures.end() ? nullptr : &it->second;
+}
+
+Val AddValues(Ctx& ctx, const Val* args, uint32_t n) { return Add(ctx, args, n); }
+uint64_t TraversalCostOf(const Val& v) { return Traversal(v); }
+bool ListContains(const Val& list, const Val& v) { return ListHas(list, v); }
+uint64_t RegexCallCost(const Val* args, uint32_t n) { return MatchesCost(args, n); }
+
+KubernetesCost KubernetesCostOf(std::string_view name, bool member) {
+  const FunctionDef* d = FindFunction(name, member, ~0u);
+  return d == nullptr ? KubernetesCost::kNone : d->kubernetes;
 }
 
 bool IsFunctionName(std::string_view name, uint32_t libraries) {

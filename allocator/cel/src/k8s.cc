@@ -1,33 +1,18 @@
-// CEL bindings for the Kubernetes Quantity and Semver libraries (research §3.4). The value
-// classes themselves (quantity.h, semver.h) are owned separately; until they are present this file
-// compiles to stubs whose functions report "library unavailable".
+// The Kubernetes CEL libraries as k8s.io/apiserver/pkg/cel/library groups them: lists, regex,
+// Quantity, Semver, IP, CIDR, URL (research §3.4), and DRA's includes. The format library is
+// format.cc; indexOf/lastIndexOf are one function with the strings library (functions.cc).
 #include <string>
 #include <vector>
 
+#include "devlet/cel/quantity.h"
+#include "devlet/cel/semver.h"
 #include "devlet/common/status.h"
 #include "eval.h"
 #include "netip.h"
 #include "neturl.h"
 #include "utf8.h"
 
-#if __has_include("devlet/cel/quantity.h")
-#include "devlet/cel/quantity.h"
-#define DEVLET_CEL_HAVE_QUANTITY 1
-#else
-#define DEVLET_CEL_HAVE_QUANTITY 0
-#endif
-#if __has_include("devlet/cel/semver.h")
-#include "devlet/cel/semver.h"
-#define DEVLET_CEL_HAVE_SEMVER 1
-#else
-#define DEVLET_CEL_HAVE_SEMVER 0
-#endif
-
 namespace devlet::cel::internal {
-
-bool HaveQuantity() { return DEVLET_CEL_HAVE_QUANTITY; }
-bool HaveSemver() { return DEVLET_CEL_HAVE_SEMVER; }
-
 namespace {
 using K = Type::Kind;
 #define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
@@ -38,18 +23,14 @@ uint64_t ParseCost(const Val* a, uint32_t) {
 }
 
 Val Compare3(Ctx& ctx, const Val* a, uint32_t n, const char* name, int* out) {
-#if DEVLET_CEL_HAVE_QUANTITY
   if (a[0].kind == VK::kQuantity && a[1].kind == VK::kQuantity) {
     *out = a[0].q->Compare(*a[1].q);
     return Val::Bool(true);
   }
-#endif
-#if DEVLET_CEL_HAVE_SEMVER
   if (a[0].kind == VK::kSemver && a[1].kind == VK::kSemver) {
     *out = a[0].v->Compare(*a[1].v);
     return Val::Bool(true);
   }
-#endif
   (void)out;
   NO_OVERLOAD(name);
 }
@@ -82,45 +63,34 @@ Val IsQuantity(Ctx& ctx, const Val* a, uint32_t n) {
   return Val::Bool(!v.is_error());
 }
 
-#if DEVLET_CEL_HAVE_QUANTITY
 Val QVal(Ctx& ctx, Quantity q) {
   Val r;
   r.kind = VK::kQuantity;
   r.q = ctx.arena.New<Quantity>(std::move(q));
   return r;
 }
-#endif
 
 Val Sign(Ctx& ctx, const Val* a, uint32_t n) {
-#if DEVLET_CEL_HAVE_QUANTITY
   if (a[0].kind == VK::kQuantity) return Val::Int(a[0].q->Sign());
-#endif
   NO_OVERLOAD("sign");
 }
 Val AsInteger(Ctx& ctx, const Val* a, uint32_t n) {
-#if DEVLET_CEL_HAVE_QUANTITY
   if (a[0].kind == VK::kQuantity) {
     std::optional<int64_t> v = a[0].q->AsInt64();
     if (!v) return ctx.Error("cannot convert value to integer");
     return Val::Int(*v);
   }
-#endif
   NO_OVERLOAD("asInteger");
 }
 Val IsInteger(Ctx& ctx, const Val* a, uint32_t n) {
-#if DEVLET_CEL_HAVE_QUANTITY
   if (a[0].kind == VK::kQuantity) return Val::Bool(a[0].q->AsInt64().has_value());
-#endif
   NO_OVERLOAD("isInteger");
 }
 Val AsApproximateFloat(Ctx& ctx, const Val* a, uint32_t n) {
-#if DEVLET_CEL_HAVE_QUANTITY
   if (a[0].kind == VK::kQuantity) return Val::Double(a[0].q->AsApproximateFloat());
-#endif
   NO_OVERLOAD("asApproximateFloat");
 }
 Val AddSub(Ctx& ctx, const Val* a, uint32_t n, bool add) {
-#if DEVLET_CEL_HAVE_QUANTITY
   if (a[0].kind == VK::kQuantity && (a[1].kind == VK::kQuantity || a[1].kind == VK::kInt)) {
     const Quantity other = a[1].kind == VK::kQuantity ? *a[1].q : Quantity::FromInt64(a[1].i);
     absl::StatusOr<Quantity> r = add ? a[0].q->Add(other) : a[0].q->Sub(other);
@@ -129,7 +99,6 @@ Val AddSub(Ctx& ctx, const Val* a, uint32_t n, bool add) {
     v.sub = kQuantityPointer;
     return v;
   }
-#endif
   NO_OVERLOAD(add ? "add" : "sub");
 }
 Val QAdd(Ctx& ctx, const Val* a, uint32_t n) { return AddSub(ctx, a, n, true); }
@@ -148,12 +117,10 @@ Val IsSemver(Ctx& ctx, const Val* a, uint32_t n) {
 template <int kPart>
 Val SemverPart(Ctx& ctx, const Val* a, uint32_t n) {
   static constexpr const char* kNames[] = {"major", "minor", "patch"};
-#if DEVLET_CEL_HAVE_SEMVER
   if (a[0].kind == VK::kSemver) {
     const uint64_t v = kPart == 0 ? a[0].v->Major() : kPart == 1 ? a[0].v->Minor() : a[0].v->Patch();
     return Val::Int(static_cast<int64_t>(v));
   }
-#endif
   NO_OVERLOAD(kNames[kPart]);
 }
 
@@ -364,125 +331,214 @@ Val UrlQuery(Ctx& ctx, const Val* a, uint32_t n) {
 }  // namespace
 
 Val ParseQuantityVal(Ctx& ctx, std::string_view text) {
-#if DEVLET_CEL_HAVE_QUANTITY
   absl::StatusOr<Quantity> q = Quantity::Parse(text);
   if (!q.ok()) return ctx.Error(devlet::Message(q.status()));
   return QVal(ctx, std::move(*q));
-#else
-  (void)text;
-  return ctx.Error("quantity library unavailable");
-#endif
 }
 
 Val ParseSemverVal(Ctx& ctx, std::string_view text, bool normalize) {
-#if DEVLET_CEL_HAVE_SEMVER
   absl::StatusOr<Semver> v = Semver::Parse(text, normalize);
   if (!v.ok()) return ctx.Error(devlet::Message(v.status()));
   Val r;
   r.kind = VK::kSemver;
   r.v = ctx.arena.New<Semver>(std::move(*v));
   return r;
-#else
-  (void)text;
-  (void)normalize;
-  return ctx.Error("semver library unavailable");
-#endif
 }
 
 bool QuantityEqual(const Quantity& a, const Quantity& b) {
-#if DEVLET_CEL_HAVE_QUANTITY
   return a.Equal(b);
-#else
-  return &a == &b;
-#endif
 }
 bool SemverEqual(const Semver& a, const Semver& b) {
-#if DEVLET_CEL_HAVE_SEMVER
   return a.Compare(b) == 0;
-#else
-  return &a == &b;
-#endif
 }
 std::string QuantityString(const Quantity& q) {
-#if DEVLET_CEL_HAVE_QUANTITY
   return q.ToString();
-#else
-  (void)q;
-  return "?";
-#endif
 }
 std::string SemverString(const Semver& v) {
-#if DEVLET_CEL_HAVE_SEMVER
   return v.ToString();
-#else
-  (void)v;
-  return "?";
-#endif
 }
 std::shared_ptr<const Quantity> CopyQuantity(const Quantity& q) {
-#if DEVLET_CEL_HAVE_QUANTITY
   return std::make_shared<const Quantity>(q);
-#else
-  (void)q;
-  return nullptr;
-#endif
 }
 std::shared_ptr<const Semver> CopySemver(const Semver& v) {
-#if DEVLET_CEL_HAVE_SEMVER
   return std::make_shared<const Semver>(v);
-#else
-  (void)v;
-  return nullptr;
-#endif
 }
+
+// ---- Kubernetes lists, regex and DRA includes -----------------------------------------------
+// (k8s.io/apiserver/pkg/cel/library lists.go and regex.go; dynamic-resource-allocation's
+// includes). indexOf/lastIndexOf are one function with the strings library (functions.cc).
+
+namespace {
+
+#define NO_OVERLOAD(name) return ctx.NoOverload(name, a, n)
+
+bool IsNumber(const Val& v) {
+  return v.kind == VK::kInt || v.kind == VK::kUint || v.kind == VK::kDouble;
+}
+
+Val IsSorted(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("isSorted");
+  for (uint32_t i = 1; i < a[0].n; ++i) {
+    const auto c = Compare(a[0].l->data[i - 1], a[0].l->data[i]);
+    if (!c) return ctx.NoOverload("isSorted", &a[0].l->data[i], 1);
+    if (*c > 0) return Val::Bool(false);
+  }
+  return Val::Bool(true);
+}
+
+Val Sum(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kList) NO_OVERLOAD("sum");
+  if (a[0].n == 0) return Val::Int(0);
+  Val acc = a[0].l->data[0];
+  // Kubernetes sums ints, uints, doubles and durations; a list of anything else has no
+  // overload, and the error names the list.
+  if (!IsNumber(acc) && acc.kind != VK::kDuration) return ctx.NoOverload("sum", a, 1);
+  for (uint32_t i = 1; i < a[0].n; ++i) {
+    Val args[2] = {acc, a[0].l->data[i]};
+    acc = AddValues(ctx, args, 2);
+    if (acc.is_error()) return acc;
+  }
+  return acc;
+}
+
+Val MinMax(Ctx& ctx, const Val* a, uint32_t n, bool is_min) {
+  const char* name = is_min ? "min" : "max";
+  if (a[0].kind != VK::kList) NO_OVERLOAD(name);
+  if (a[0].n == 0) return ctx.Error(std::string(name) + " called on empty list");
+  Val best = a[0].l->data[0];
+  for (uint32_t i = 1; i < a[0].n; ++i) {
+    const Val& e = a[0].l->data[i];
+    const auto c = Compare(e, best);
+    if (!c) return ctx.NoOverload(name, &a[0], 1);  // cel-go: "no such overload: max(list)"
+    if (is_min ? *c < 0 : *c > 0) best = e;
+  }
+  if (a[0].n == 1 && !IsNumber(best) && best.kind != VK::kString && best.kind != VK::kBytes &&
+      best.kind != VK::kBool) {
+    return ctx.NoOverload(name, &a[0], 1);
+  }
+  return best;
+}
+Val Min(Ctx& ctx, const Val* a, uint32_t n) { return MinMax(ctx, a, n, true); }
+Val Max(Ctx& ctx, const Val* a, uint32_t n) { return MinMax(ctx, a, n, false); }
+
+Val Find(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString) NO_OVERLOAD("find");
+  std::string error;
+  auto re = CompileRegex(a[1].str(), &error);
+  if (!re) return ctx.Error(error);
+  return RegexFind(ctx, *re, a[0].str());
+}
+Val FindAll(Ctx& ctx, const Val* a, uint32_t n) {
+  if (a[0].kind != VK::kString || a[1].kind != VK::kString || (n == 3 && a[2].kind != VK::kInt)) {
+    NO_OVERLOAD("findAll");
+  }
+  std::string error;
+  auto re = CompileRegex(a[1].str(), &error);
+  if (!re) return ctx.Error(error);
+  return RegexFindAll(ctx, *re, a[0].str(), n == 3 ? a[2].i : -1);
+}
+
+Val Includes(Ctx& ctx, const Val* a, uint32_t) {
+  if (a[0].kind == VK::kList) {
+    if (a[0].n > 48) return ctx.Error("'includes' function cannot be applied to lists longer than 48 values");
+    return Val::Bool(ListContains(a[0], a[1]));
+  }
+  return Val::Bool(EqualBool(a[0], a[1]));
+}
+// Kubernetes charges `includes` as one traversal of the receiver (library/cost.go).
+uint64_t IncludesCost(const Val* a, uint32_t) { return TraversalCostOf(a[0]); }
+uint64_t TraversalCost(const Val* a, uint32_t) { return TraversalCostOf(a[0]); }
+uint64_t MatchesCost(const Val* a, uint32_t n) { return RegexCallCost(a, n); }
+
+#undef NO_OVERLOAD
+
+}  // namespace
 
 std::vector<FunctionDef> KubernetesObjectFunctions() {
   constexpr uint32_t kQ = kQuantityLibrary, kS = kSemverLibrary, kIP = kIPLibrary,
                      kC = kCIDRLibrary, kU = kURLLibrary;
   return {
-      {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1},
-      {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1},
-      {"sign", Sign, true, false, kQ, nullptr, K::kInt, 1, 1},
-      {"isGreaterThan", IsGreaterThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2},
-      {"isLessThan", IsLessThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2},
-      {"compareTo", CompareTo, false, true, kQ | kS, nullptr, K::kInt, 2, 2},
-      {"asInteger", AsInteger, false, true, kQ, nullptr, K::kInt, 1, 1},
-      {"isInteger", IsInteger, false, true, kQ, nullptr, K::kBool, 1, 1},
-      {"asApproximateFloat", AsApproximateFloat, false, true, kQ, nullptr, K::kDouble, 1, 1},
-      {"add", QAdd, false, true, kQ, nullptr, K::kQuantity, 2, 2},
-      {"sub", QSub, false, true, kQ, nullptr, K::kQuantity, 2, 2},
-      {"semver", SemverFn, true, false, kS, ParseCost, K::kSemver, 1, 2},
-      {"isSemver", IsSemver, true, false, kS, ParseCost, K::kBool, 1, 2},
-      {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt, 1, 1},
-      {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt, 1, 1},
-      {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt, 1, 1},
-      {"ip", IpFn, true, true, kIP | kC, ParseCost, K::kIP, 1, 1},
-      {"isIP", IsIp, true, false, kIP, ParseCost, K::kBool, 1, 1},
-      {"ip.isCanonical", IpIsCanonical, true, false, kIP, CanonicalCost, K::kBool, 1, 1},
-      {"family", IpFamily, false, true, kIP, nullptr, K::kInt, 1, 1},
-      {"isUnspecified", IpTest<&IpAddr::IsUnspecified>, false, true, kIP, nullptr, K::kBool, 1, 1},
-      {"isLoopback", IpTest<&IpAddr::IsLoopback>, false, true, kIP, nullptr, K::kBool, 1, 1},
+      // Kubernetes lists (indexOf/lastIndexOf: functions.cc, shared with strings).
+      {"isSorted", IsSorted, false, true, kKubernetesListsLibrary, TraversalCost, K::kBool, 1, 1,
+       "list -> bool", KC::kListTraversal},
+      {"sum", Sum, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1,
+       "list -> dyn", KC::kListTraversal},
+      {"min", Min, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1,
+       "list -> dyn", KC::kListTraversal},
+      {"max", Max, false, true, kKubernetesListsLibrary, TraversalCost, K::kDyn, 1, 1,
+       "list -> dyn", KC::kListTraversal},
+      // Kubernetes regex.
+      {"find", Find, false, true, kRegexLibrary, MatchesCost, K::kString, 2, 2,
+       "string, string -> string", KC::kRegexFind},
+      {"findAll", FindAll, false, true, kRegexLibrary, MatchesCost, K::kList, 2, 3,
+       "string, string -> list; string, string, int -> list", KC::kRegexFind},
+      // DRA includes.
+      {"includes", Includes, false, true, kIncludesLibrary, IncludesCost, K::kBool, 2, 2,
+       "", KC::kIncludes},
+      // Kubernetes quantity, semver, IP, CIDR, URL.
+      {"quantity", QuantityFn, true, false, kQ, ParseCost, K::kQuantity, 1, 1,
+       "string -> Quantity", KC::kParse},
+      {"isQuantity", IsQuantity, true, false, kQ, ParseCost, K::kBool, 1, 1,
+       "string -> bool", KC::kParse},
+      {"sign", Sign, true, false, kQ, nullptr, K::kInt, 1, 1, "Quantity -> int", KC::kNominal},
+      {"isGreaterThan", IsGreaterThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2,
+       "Quantity, Quantity -> bool; Semver, Semver -> bool", KC::kNominal},
+      {"isLessThan", IsLessThan, false, true, kQ | kS, nullptr, K::kBool, 2, 2,
+       "Quantity, Quantity -> bool; Semver, Semver -> bool", KC::kNominal},
+      {"compareTo", CompareTo, false, true, kQ | kS, nullptr, K::kInt, 2, 2,
+       "Quantity, Quantity -> int; Semver, Semver -> int", KC::kNominal},
+      {"asInteger", AsInteger, false, true, kQ, nullptr, K::kInt, 1, 1, "Quantity -> int", KC::kNominal},
+      {"isInteger", IsInteger, false, true, kQ, nullptr, K::kBool, 1, 1, "Quantity -> bool", KC::kNominal},
+      {"asApproximateFloat", AsApproximateFloat, false, true, kQ, nullptr, K::kDouble, 1, 1,
+       "Quantity -> double", KC::kNominal},
+      {"add", QAdd, false, true, kQ, nullptr, K::kQuantity, 2, 2,
+       "Quantity, Quantity -> Quantity; Quantity, int -> Quantity", KC::kNominal},
+      {"sub", QSub, false, true, kQ, nullptr, K::kQuantity, 2, 2,
+       "Quantity, Quantity -> Quantity; Quantity, int -> Quantity", KC::kNominal},
+      {"semver", SemverFn, true, false, kS, ParseCost, K::kSemver, 1, 2,
+       "string -> Semver; string, bool -> Semver", KC::kParse},
+      {"isSemver", IsSemver, true, false, kS, ParseCost, K::kBool, 1, 2,
+       "string -> bool; string, bool -> bool", KC::kParse},
+      {"major", SemverPart<0>, false, true, kS, nullptr, K::kInt, 1, 1, "Semver -> int", KC::kNominal},
+      {"minor", SemverPart<1>, false, true, kS, nullptr, K::kInt, 1, 1, "Semver -> int", KC::kNominal},
+      {"patch", SemverPart<2>, false, true, kS, nullptr, K::kInt, 1, 1, "Semver -> int", KC::kNominal},
+      {"ip", IpFn, true, true, kIP | kC, ParseCost, K::kIP, 1, 1,
+       "string -> IP; CIDR -> IP", KC::kParse},
+      {"isIP", IsIp, true, false, kIP, ParseCost, K::kBool, 1, 1, "string -> bool", KC::kParse},
+      {"ip.isCanonical", IpIsCanonical, true, false, kIP, CanonicalCost, K::kBool, 1, 1,
+       "string -> bool", KC::kCanonical},
+      {"family", IpFamily, false, true, kIP, nullptr, K::kInt, 1, 1, "IP -> int", KC::kNominal},
+      {"isUnspecified", IpTest<&IpAddr::IsUnspecified>, false, true, kIP, nullptr, K::kBool, 1, 1,
+       "IP -> bool", KC::kNominal},
+      {"isLoopback", IpTest<&IpAddr::IsLoopback>, false, true, kIP, nullptr, K::kBool, 1, 1,
+       "IP -> bool", KC::kNominal},
       {"isLinkLocalMulticast", IpTest<&IpAddr::IsLinkLocalMulticast>, false, true, kIP, nullptr,
-       K::kBool, 1, 1},
+       K::kBool, 1, 1, "IP -> bool", KC::kNominal},
       {"isLinkLocalUnicast", IpTest<&IpAddr::IsLinkLocalUnicast>, false, true, kIP, nullptr,
-       K::kBool, 1, 1},
+       K::kBool, 1, 1, "IP -> bool", KC::kNominal},
       {"isGlobalUnicast", IpTest<&IpAddr::IsGlobalUnicast>, false, true, kIP, nullptr, K::kBool, 1,
-       1},
-      {"cidr", CidrFn, true, false, kC, ParseCost, K::kCIDR, 1, 1},
-      {"isCIDR", IsCidr, true, false, kC, ParseCost, K::kBool, 1, 1},
-      {"containsIP", ContainsIp, false, true, kC, ContainsIpCost, K::kBool, 2, 2},
-      {"containsCIDR", ContainsCidr, false, true, kC, ContainsCidrCost, K::kBool, 2, 2},
-      {"masked", Masked, false, true, kC, nullptr, K::kCIDR, 1, 1},
-      {"prefixLength", PrefixLength, false, true, kC, nullptr, K::kInt, 1, 1},
-      {"url", UrlFn, true, false, kU, ParseCost, K::kURL, 1, 1},
-      {"isURL", IsUrl, true, false, kU, nullptr, K::kBool, 1, 1},
-      {"getScheme", UrlGet<UrlPart::kScheme>, false, true, kU, nullptr, K::kString, 1, 1},
-      {"getHost", UrlGet<UrlPart::kHost>, false, true, kU, nullptr, K::kString, 1, 1},
-      {"getHostname", UrlGet<UrlPart::kHostname>, false, true, kU, nullptr, K::kString, 1, 1},
-      {"getPort", UrlGet<UrlPart::kPort>, false, true, kU, nullptr, K::kString, 1, 1},
+       1, "IP -> bool", KC::kNominal},
+      {"cidr", CidrFn, true, false, kC, ParseCost, K::kCIDR, 1, 1, "string -> CIDR", KC::kParse},
+      {"isCIDR", IsCidr, true, false, kC, ParseCost, K::kBool, 1, 1, "string -> bool", KC::kParse},
+      {"containsIP", ContainsIp, false, true, kC, ContainsIpCost, K::kBool, 2, 2,
+       "CIDR, string -> bool; CIDR, IP -> bool", KC::kContainsIP},
+      {"containsCIDR", ContainsCidr, false, true, kC, ContainsCidrCost, K::kBool, 2, 2,
+       "CIDR, string -> bool; CIDR, CIDR -> bool", KC::kContainsCIDR},
+      {"masked", Masked, false, true, kC, nullptr, K::kCIDR, 1, 1, "CIDR -> CIDR", KC::kNominal},
+      {"prefixLength", PrefixLength, false, true, kC, nullptr, K::kInt, 1, 1, "CIDR -> int", KC::kNominal},
+      {"url", UrlFn, true, false, kU, ParseCost, K::kURL, 1, 1, "string -> URL", KC::kUrl},
+      {"isURL", IsUrl, true, false, kU, nullptr, K::kBool, 1, 1, "string -> bool"},
+      {"getScheme", UrlGet<UrlPart::kScheme>, false, true, kU, nullptr, K::kString, 1, 1,
+       "URL -> string", KC::kNominal},
+      {"getHost", UrlGet<UrlPart::kHost>, false, true, kU, nullptr, K::kString, 1, 1,
+       "URL -> string", KC::kNominal},
+      {"getHostname", UrlGet<UrlPart::kHostname>, false, true, kU, nullptr, K::kString, 1, 1,
+       "URL -> string", KC::kNominal},
+      {"getPort", UrlGet<UrlPart::kPort>, false, true, kU, nullptr, K::kString, 1, 1,
+       "URL -> string", KC::kNominal},
       {"getEscapedPath", UrlGet<UrlPart::kEscapedPath>, false, true, kU, nullptr, K::kString, 1,
-       1},
-      {"getQuery", UrlQuery, false, true, kU, nullptr, K::kMap, 1, 1},
+       1, "URL -> string", KC::kNominal},
+      {"getQuery", UrlQuery, false, true, kU, nullptr, K::kMap, 1, 1, "URL -> map", KC::kNominal},
   };
 }
 

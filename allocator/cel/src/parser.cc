@@ -988,169 +988,202 @@ class Parser {
     return Call("_?_:_", std::move(args), offset);
   }
 
-  // Returns the expansion, or null if `fn` with these arguments is not a macro.
+  // Returns the expansion, or null if `fn` with these arguments is not a macro. One step per
+  // macro family, as cel-go's parser dispatches them.
   ExprPtr ExpandMacro(const std::string& fn, std::vector<ExprPtr>& args, int32_t offset,
                       ExprPtr& target) {
     const size_t n = args.size();
-    if (!target) {
-      if (fn == "has" && n == 1) {
-        if (args[0]->kind != Expr::Kind::kSelect || args[0]->test_only) {
-          Error(args[0]->offset, "invalid argument to has() macro");
-          return nullptr;
-        }
-        args[0]->test_only = true;
-        args[0]->offset = offset;  // cel-go locates the presence test at has's '('
-        return std::move(args[0]);
-      }
-      return nullptr;
-    }
-    // cel.bind(name, init, expr)
+    if (!target) return fn == "has" && n == 1 ? ExpandHas(args, offset) : nullptr;
     if (fn == "bind" && n == 3 && options_.bindings && target->kind == Expr::Kind::kIdent &&
         target->name == "cel") {
-      std::string var;
-      if (!VarName(args[0], &var, "cel.bind() variable names must be simple identifiers")) {
-        return nullptr;
-      }
-      return Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(args[1]),
-                           BoolC(false, offset), Ident(var, offset), std::move(args[2]), var);
+      return ExpandBind(args, offset);
     }
     if ((fn == "optMap" || fn == "optFlatMap") && n == 2 && options_.optionals) {
-      std::string var;
-      if (!VarName(args[0], &var, fn + "() variable name must be a simple identifier")) {
-        return nullptr;
-      }
-      // target.hasValue() ? [optional.of](cel.bind(var, target.value(), f)) : optional.none()
-      ExprPtr t2 = Copy(*target);
-      ExprPtr has = Call("hasValue", {}, offset, std::move(target));
-      ExprPtr value = Call("value", {}, offset, std::move(t2));
-      ExprPtr bound = Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(value),
-                                    BoolC(false, offset), Ident(var, offset), std::move(args[1]), var);
-      if (fn == "optMap") bound = Call1("optional.of", std::move(bound), offset);
-      return Ternary(std::move(has), std::move(bound), Call("optional.none", {}, offset), offset);
+      return ExpandOptMap(fn, args, offset, target);
     }
-    if (fn == "sortBy" && n == 2 && options_.lists_ext) {
-      // As cel-go's ext.Lists: l.sortBy(x, key) ->
-      //   cel.bind(@__sortBy_input__, l, @__sortBy_input__.@sortByAssociatedKeys(
-      //       @__sortBy_input__.map(x, key)))
-      // (l is evaluated once; the binding and its reads are priced like any cel.bind).
-      // The target first, then the variable (as cel-go's map macro words it).
-      std::string var;
-      const Expr::Kind k = target->kind;
-      if (k != Expr::Kind::kList && k != Expr::Kind::kSelect && k != Expr::Kind::kIdent &&
-          k != Expr::Kind::kComprehension && k != Expr::Kind::kCall) {
-        Error(target->offset,
-              "sortBy can only be applied to a list, identifier, comprehension, call or select "
-              "expression");
-        return nullptr;
-      }
-      if (!VarName(args[0], &var, "argument is not an identifier")) return nullptr;
-      const std::string input = "@__sortBy_input__";
-      ExprPtr keys = Comprehension(
-          offset, var, "", Ident(input, offset), ListOf(nullptr, offset), BoolC(true, offset),
-          Call2("_+_", Accu(offset), ListOf(std::move(args[1]), offset), offset), Accu(offset));
-      std::vector<ExprPtr> call_args;
-      call_args.push_back(std::move(keys));
-      ExprPtr sorted = Call("@sortByAssociatedKeys", std::move(call_args), offset, Ident(input, offset));
-      return Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(target),
-                           BoolC(false, offset), Ident(input, offset), std::move(sorted), input);
-    }
+    if (fn == "sortBy" && n == 2 && options_.lists_ext) return ExpandSortBy(args, offset, target);
     const bool one_var = n == 2 || (n == 3 && (fn == "map" || fn == "filter"));
     if (one_var && (fn == "all" || fn == "exists" || fn == "exists_one" || fn == "map" ||
                     fn == "filter")) {
-      std::string v;
-      if (!VarName(args[0], &v,
-                   fn == "map" || fn == "filter" ? "argument is not an identifier"
-                                                 : "argument must be a simple name")) {
-        return nullptr;
-      }
-      if (fn == "all") {
-        return Comprehension(offset, v, "", std::move(target), BoolC(true, offset),
-                             Call1("@not_strictly_false", Accu(offset), offset),
-                             Call2("_&&_", Accu(offset), std::move(args[1]), offset), Accu(offset));
-      }
-      if (fn == "exists") {
-        return Comprehension(offset, v, "", std::move(target), BoolC(false, offset),
-                             Call1("@not_strictly_false", Call1("!_", Accu(offset), offset), offset),
-                             Call2("_||_", Accu(offset), std::move(args[1]), offset), Accu(offset));
-      }
-      if (fn == "exists_one") {
-        return Comprehension(
-            offset, v, "", std::move(target), IntC(0, offset), BoolC(true, offset),
-            Ternary(std::move(args[1]), Call2("_+_", Accu(offset), IntC(1, offset), offset),
-                    Accu(offset), offset),
-            Call2("_==_", Accu(offset), IntC(1, offset), offset));
-      }
-      if (fn == "map") {
-        ExprPtr step;
-        if (n == 2) {
-          step = Call2("_+_", Accu(offset), ListOf(std::move(args[1]), offset), offset);
-        } else {
-          step = Ternary(std::move(args[1]),
-                         Call2("_+_", Accu(offset), ListOf(std::move(args[2]), offset), offset),
-                         Accu(offset), offset);
-        }
-        return Comprehension(offset, v, "", std::move(target), ListOf(nullptr, offset),
-                             BoolC(true, offset), std::move(step), Accu(offset));
-      }
-      // filter
-      ExprPtr step = Ternary(std::move(args[1]),
-                             Call2("_+_", Accu(offset), ListOf(Ident(v, offset), offset), offset),
-                             Accu(offset), offset);
-      return Comprehension(offset, v, "", std::move(target), ListOf(nullptr, offset),
-                           BoolC(true, offset), std::move(step), Accu(offset));
+      return ExpandOneVariable(fn, args, offset, target);
     }
     if (!options_.two_var_comprehensions) return nullptr;
-    const bool two3 = n == 3, two4 = n == 4;
-    if (two3 && (fn == "all" || fn == "exists" || fn == "existsOne" || fn == "exists_one")) {
-      std::string k, v;
-      if (!VarName(args[0], &k) || !VarName(args[1], &v)) return nullptr;
-      if (k == v) {
-        Error(args[1]->offset, "duplicate variable name '" + v + "'");
-        return nullptr;
-      }
-      if (fn == "all") {
-        return Comprehension(offset, k, v, std::move(target), BoolC(true, offset),
-                             Call1("@not_strictly_false", Accu(offset), offset),
-                             Call2("_&&_", Accu(offset), std::move(args[2]), offset), Accu(offset));
-      }
-      if (fn == "exists") {
-        return Comprehension(offset, k, v, std::move(target), BoolC(false, offset),
-                             Call1("@not_strictly_false", Call1("!_", Accu(offset), offset), offset),
-                             Call2("_||_", Accu(offset), std::move(args[2]), offset), Accu(offset));
-      }
+    if (n == 3 && (fn == "all" || fn == "exists" || fn == "existsOne" || fn == "exists_one")) {
+      return ExpandTwoVariable(fn, args, offset, target);
+    }
+    if ((n == 3 || n == 4) &&
+        (fn == "transformList" || fn == "transformMap" || fn == "transformMapEntry")) {
+      return ExpandTransform(fn, args, offset, target);
+    }
+    return nullptr;
+  }
+
+  // has(a.f): the select marked as a presence test.
+  ExprPtr ExpandHas(std::vector<ExprPtr>& args, int32_t offset) {
+    if (args[0]->kind != Expr::Kind::kSelect || args[0]->test_only) {
+      Error(args[0]->offset, "invalid argument to has() macro");
+      return nullptr;
+    }
+    args[0]->test_only = true;
+    args[0]->offset = offset;  // cel-go locates the presence test at has's '('
+    return std::move(args[0]);
+  }
+
+  // cel.bind(name, init, expr)
+  ExprPtr ExpandBind(std::vector<ExprPtr>& args, int32_t offset) {
+    std::string var;
+    if (!VarName(args[0], &var, "cel.bind() variable names must be simple identifiers")) {
+      return nullptr;
+    }
+    return Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(args[1]),
+                         BoolC(false, offset), Ident(var, offset), std::move(args[2]), var);
+  }
+
+  // t.optMap(x, f) / t.optFlatMap(x, f)
+  ExprPtr ExpandOptMap(const std::string& fn, std::vector<ExprPtr>& args, int32_t offset,
+                       ExprPtr& target) {
+    std::string var;
+    if (!VarName(args[0], &var, fn + "() variable name must be a simple identifier")) {
+      return nullptr;
+    }
+    // target.hasValue() ? [optional.of](cel.bind(var, target.value(), f)) : optional.none()
+    ExprPtr t2 = Copy(*target);
+    ExprPtr has = Call("hasValue", {}, offset, std::move(target));
+    ExprPtr value = Call("value", {}, offset, std::move(t2));
+    ExprPtr bound = Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(value),
+                                  BoolC(false, offset), Ident(var, offset), std::move(args[1]), var);
+    if (fn == "optMap") bound = Call1("optional.of", std::move(bound), offset);
+    return Ternary(std::move(has), std::move(bound), Call("optional.none", {}, offset), offset);
+  }
+
+  // l.sortBy(x, key)
+  ExprPtr ExpandSortBy(std::vector<ExprPtr>& args, int32_t offset, ExprPtr& target) {
+    // As cel-go's ext.Lists: l.sortBy(x, key) ->
+    //   cel.bind(@__sortBy_input__, l, @__sortBy_input__.@sortByAssociatedKeys(
+    //       @__sortBy_input__.map(x, key)))
+    // (l is evaluated once; the binding and its reads are priced like any cel.bind).
+    // The target first, then the variable (as cel-go's map macro words it).
+    std::string var;
+    const Expr::Kind k = target->kind;
+    if (k != Expr::Kind::kList && k != Expr::Kind::kSelect && k != Expr::Kind::kIdent &&
+        k != Expr::Kind::kComprehension && k != Expr::Kind::kCall) {
+      Error(target->offset,
+            "sortBy can only be applied to a list, identifier, comprehension, call or select "
+            "expression");
+      return nullptr;
+    }
+    if (!VarName(args[0], &var, "argument is not an identifier")) return nullptr;
+    const std::string input = "@__sortBy_input__";
+    ExprPtr keys = Comprehension(
+        offset, var, "", Ident(input, offset), ListOf(nullptr, offset), BoolC(true, offset),
+        Call2("_+_", Accu(offset), ListOf(std::move(args[1]), offset), offset), Accu(offset));
+    std::vector<ExprPtr> call_args;
+    call_args.push_back(std::move(keys));
+    ExprPtr sorted = Call("@sortByAssociatedKeys", std::move(call_args), offset, Ident(input, offset));
+    return Comprehension(offset, "#unused", "", ListOf(nullptr, offset), std::move(target),
+                         BoolC(false, offset), Ident(input, offset), std::move(sorted), input);
+  }
+
+  // all, exists, exists_one, map (2 or 3 arguments) and filter over one variable.
+  ExprPtr ExpandOneVariable(const std::string& fn, std::vector<ExprPtr>& args, int32_t offset,
+                            ExprPtr& target) {
+    const size_t n = args.size();
+    std::string v;
+    if (!VarName(args[0], &v,
+                 fn == "map" || fn == "filter" ? "argument is not an identifier"
+                                               : "argument must be a simple name")) {
+      return nullptr;
+    }
+    if (fn == "all") {
+      return Comprehension(offset, v, "", std::move(target), BoolC(true, offset),
+                           Call1("@not_strictly_false", Accu(offset), offset),
+                           Call2("_&&_", Accu(offset), std::move(args[1]), offset), Accu(offset));
+    }
+    if (fn == "exists") {
+      return Comprehension(offset, v, "", std::move(target), BoolC(false, offset),
+                           Call1("@not_strictly_false", Call1("!_", Accu(offset), offset), offset),
+                           Call2("_||_", Accu(offset), std::move(args[1]), offset), Accu(offset));
+    }
+    if (fn == "exists_one") {
       return Comprehension(
-          offset, k, v, std::move(target), IntC(0, offset), BoolC(true, offset),
-          Ternary(std::move(args[2]), Call2("_+_", Accu(offset), IntC(1, offset), offset),
+          offset, v, "", std::move(target), IntC(0, offset), BoolC(true, offset),
+          Ternary(std::move(args[1]), Call2("_+_", Accu(offset), IntC(1, offset), offset),
                   Accu(offset), offset),
           Call2("_==_", Accu(offset), IntC(1, offset), offset));
     }
-    if ((two3 || two4) &&
-        (fn == "transformList" || fn == "transformMap" || fn == "transformMapEntry")) {
-      std::string k, v;
-      if (!VarName(args[0], &k) || !VarName(args[1], &v)) return nullptr;
-      if (k == v) {
-        Error(args[1]->offset, "duplicate variable name '" + v + "'");
-        return nullptr;
-      }
-      ExprPtr filter = two4 ? std::move(args[2]) : nullptr;
-      ExprPtr xform = std::move(args[two4 ? 3 : 2]);
-      ExprPtr init, step;
-      if (fn == "transformList") {
-        init = ListOf(nullptr, offset);
-        step = Call2("_+_", Accu(offset), ListOf(std::move(xform), offset), offset);
+    if (fn == "map") {
+      ExprPtr step;
+      if (n == 2) {
+        step = Call2("_+_", Accu(offset), ListOf(std::move(args[1]), offset), offset);
       } else {
-        init = Seal(New(Expr::Kind::kMap, offset));
-        std::vector<ExprPtr> a;
-        a.push_back(Accu(offset));
-        if (fn == "transformMap") a.push_back(Ident(k, offset));
-        a.push_back(std::move(xform));
-        step = Call("cel.@mapInsert", std::move(a), offset);
+        step = Ternary(std::move(args[1]),
+                       Call2("_+_", Accu(offset), ListOf(std::move(args[2]), offset), offset),
+                       Accu(offset), offset);
       }
-      if (filter) step = Ternary(std::move(filter), std::move(step), Accu(offset), offset);
-      return Comprehension(offset, k, v, std::move(target), std::move(init), BoolC(true, offset),
-                           std::move(step), Accu(offset));
+      return Comprehension(offset, v, "", std::move(target), ListOf(nullptr, offset),
+                           BoolC(true, offset), std::move(step), Accu(offset));
     }
-    return nullptr;
+    // filter
+    ExprPtr step = Ternary(std::move(args[1]),
+                           Call2("_+_", Accu(offset), ListOf(Ident(v, offset), offset), offset),
+                           Accu(offset), offset);
+    return Comprehension(offset, v, "", std::move(target), ListOf(nullptr, offset),
+                         BoolC(true, offset), std::move(step), Accu(offset));
+  }
+
+  // all, exists, existsOne / exists_one over two variables.
+  ExprPtr ExpandTwoVariable(const std::string& fn, std::vector<ExprPtr>& args, int32_t offset,
+                            ExprPtr& target) {
+    std::string k, v;
+    if (!VarName(args[0], &k) || !VarName(args[1], &v)) return nullptr;
+    if (k == v) {
+      Error(args[1]->offset, "duplicate variable name '" + v + "'");
+      return nullptr;
+    }
+    if (fn == "all") {
+      return Comprehension(offset, k, v, std::move(target), BoolC(true, offset),
+                           Call1("@not_strictly_false", Accu(offset), offset),
+                           Call2("_&&_", Accu(offset), std::move(args[2]), offset), Accu(offset));
+    }
+    if (fn == "exists") {
+      return Comprehension(offset, k, v, std::move(target), BoolC(false, offset),
+                           Call1("@not_strictly_false", Call1("!_", Accu(offset), offset), offset),
+                           Call2("_||_", Accu(offset), std::move(args[2]), offset), Accu(offset));
+    }
+    return Comprehension(
+        offset, k, v, std::move(target), IntC(0, offset), BoolC(true, offset),
+        Ternary(std::move(args[2]), Call2("_+_", Accu(offset), IntC(1, offset), offset),
+                Accu(offset), offset),
+        Call2("_==_", Accu(offset), IntC(1, offset), offset));
+  }
+
+  // transformList, transformMap, transformMapEntry (with an optional filter).
+  ExprPtr ExpandTransform(const std::string& fn, std::vector<ExprPtr>& args, int32_t offset,
+                          ExprPtr& target) {
+    const bool two4 = args.size() == 4;
+    std::string k, v;
+    if (!VarName(args[0], &k) || !VarName(args[1], &v)) return nullptr;
+    if (k == v) {
+      Error(args[1]->offset, "duplicate variable name '" + v + "'");
+      return nullptr;
+    }
+    ExprPtr filter = two4 ? std::move(args[2]) : nullptr;
+    ExprPtr xform = std::move(args[two4 ? 3 : 2]);
+    ExprPtr init, step;
+    if (fn == "transformList") {
+      init = ListOf(nullptr, offset);
+      step = Call2("_+_", Accu(offset), ListOf(std::move(xform), offset), offset);
+    } else {
+      init = Seal(New(Expr::Kind::kMap, offset));
+      std::vector<ExprPtr> a;
+      a.push_back(Accu(offset));
+      if (fn == "transformMap") a.push_back(Ident(k, offset));
+      a.push_back(std::move(xform));
+      step = Call("cel.@mapInsert", std::move(a), offset);
+    }
+    if (filter) step = Ternary(std::move(filter), std::move(step), Accu(offset), offset);
+    return Comprehension(offset, k, v, std::move(target), std::move(init), BoolC(true, offset),
+                         std::move(step), Accu(offset));
   }
 
   std::string_view src_;

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "devlet/cel/cel.h"
 #include "eval.h"
 
@@ -31,6 +33,11 @@ struct ProgramImpl {
   // Evaluates into `ctx` (which owns the arena); the result may point into the arena.
   Val Run(Ctx& ctx) const;
 };
+
+// Parses, checks and plans `expression` (planner.cc); errors in cel-go's (or, with
+// kubernetes_messages, Kubernetes') words.
+absl::StatusOr<std::shared_ptr<const ProgramImpl>> CompileImpl(std::string_view expression,
+                                                              const EnvironmentOptions& options);
 
 // ScratchArena lends the calling thread's reusable evaluation arena (or a fresh one when the
 // thread is already evaluating) and resets it when destroyed.

@@ -582,23 +582,56 @@ Val Select(Ctx& ctx, const Val& operand, std::string_view field) {
     return ctx.Error("no such key: " + std::string(field));
   }
   if (operand.kind == VK::kDevice) return DeviceField(ctx, operand.dev, field);
+  if (ctx.go_map_keys) {
+    // cel-go selects with an attribute qualifier: a list takes the field name as an index, any
+    // other value (an optional inside a chain too, see Chain) has no such key.
+    if (operand.kind == VK::kList) return ctx.Error("unsupported index type 'string' in list");
+    return ctx.Error("no such key: " + std::string(field));
+  }
   if (operand.kind == VK::kOptional) return OptSelect(ctx, operand, field);
   return ctx.Error("type '" + std::string(TypeNameOf(operand)) + "' does not support field selection");
 }
 
+bool DeviceMapEmpty(const Val& map) {
+  bool empty = true;
+  auto fn = [&](std::string_view) { empty = false; };
+  if (map.sub == 0) {
+    map.dev->ForEachAttributeDomain(fn);
+  } else {
+    map.dev->ForEachCapacityDomain(fn);
+  }
+  return empty;
+}
+
+bool DeviceMapContains(Ctx& ctx, const Val& map, const Val& key) {
+  return MapContains(ctx, map, key);
+}
+
 Val Has(Ctx& ctx, const Val& operand, std::string_view field) {
   if (operand.is_error()) return operand;
+  // Kubernetes' device.attributes / device.capacity find every domain (an absent one is empty),
+  // and cel-go's presence test asks Find; only `in` asks Contains.
+  if (operand.kind == VK::kDeviceMap && ctx.go_map_keys) return Val::Bool(true);
   if (MapLike(operand)) return Val::Bool(MapContains(ctx, operand, Val::Str(field)));
   if (operand.kind == VK::kDevice) {
     if (field == "driver" || field == "attributes" || field == "capacity") return Val::Bool(true);
-    if (field == "allowMultipleAllocations") return Val::Bool(operand.dev->allow_multiple_allocations());
+    // Kubernetes' device is a Go map holding all four fields: present whatever their values.
+    if (field == "allowMultipleAllocations") {
+      return Val::Bool(ctx.go_map_keys || operand.dev->allow_multiple_allocations());
+    }
     return ctx.Error("no such field '" + std::string(field) + "'");
   }
-  if (operand.kind == VK::kOptional) {
+  if (operand.kind == VK::kOptional && !ctx.go_map_keys) {
     if (operand.opt == nullptr) return Val::Bool(false);
     return Has(ctx, *operand.opt, field);
   }
-  return ctx.Error("invalid type for field selection: " + std::string(TypeNameOf(operand)));
+  // cel-go (go_map_keys: its attribute qualifiers) tests presence with a qualifier: a list takes
+  // the field name as an index (which fails), any other value has no fields. cel-spec: an error.
+  if (!ctx.go_map_keys) {
+    return ctx.Error("invalid type for field selection: " + std::string(TypeNameOf(operand)));
+  }
+  if (operand.kind == VK::kList) return ctx.Error("unsupported index type 'string' in list");
+  return Val::Bool(false);
 }
 
 namespace {
@@ -618,6 +651,16 @@ Val Index(Ctx& ctx, const Val& operand, const Val& key) {
   if (key.is_error()) return key;
   if (operand.kind == VK::kList) {
     const std::optional<int64_t> i = AsIndex(key);
+    if (ctx.go_map_keys) {
+      // cel-go indexes with an attribute qualifier (types.IndexOrError's texts).
+      if (!ValidKey(key)) return ctx.Error("invalid qualifier type: " + GoValueTypeName(key));
+      if (!i && key.kind != VK::kInt && key.kind != VK::kUint && key.kind != VK::kDouble) {
+        return ctx.Error("unsupported index type '" + std::string(TypeNameOf(key)) + "' in list");
+      }
+      if (!i || (key.kind == VK::kUint && key.u > static_cast<uint64_t>(INT64_MAX))) {
+        return ctx.Error("unsupported index value " + KeyText(key) + " in list");
+      }
+    }
     if (!i) return ctx.NoOverload("_[_]", &operand, 1);
     if (*i < 0 || *i >= operand.n) return ctx.Error("index out of bounds: " + std::to_string(*i));
     return operand.l->data[*i];
@@ -631,7 +674,7 @@ Val Index(Ctx& ctx, const Val& operand, const Val& key) {
     if (MapFind(ctx, operand, key, &out)) return out;
     return ctx.Error("no such key: " + KeyText(key));
   }
-  if (operand.kind == VK::kOptional) return OptIndex(ctx, operand, key);
+  if (operand.kind == VK::kOptional && !ctx.go_map_keys) return OptIndex(ctx, operand, key);
   // cel-go applies an index to a value that is neither list nor map as an attribute qualifier,
   // which finds nothing.
   return ctx.Error("no such key: " + KeyText(key));
@@ -639,7 +682,9 @@ Val Index(Ctx& ctx, const Val& operand, const Val& key) {
 
 Val OptSelect(Ctx& ctx, const Val& operand, std::string_view field) {
   if (operand.is_error()) return operand;
-  if (operand.kind == VK::kOptional) {
+  // An optional operand is the chain's base (unwrapped before, see Chain) or, for cel-go (go
+  // map keys), a value inside the chain, which has no fields.
+  if (operand.kind == VK::kOptional && !ctx.go_map_keys) {
     if (operand.opt == nullptr) return operand;
     return OptSelect(ctx, *operand.opt, field);
   }
@@ -654,13 +699,20 @@ Val OptSelect(Ctx& ctx, const Val& operand, std::string_view field) {
     if (!h.b) return Val::Opt(nullptr);
     return ctx.Optional(DeviceField(ctx, operand.dev, field));
   }
-  return ctx.Error("type '" + std::string(TypeNameOf(operand)) + "' does not support field selection");
+  // cel-go (go_map_keys) qualifies in optional mode with a presence test: a list takes the field
+  // name as an index (which fails), any other value has no such field (optional.none()).
+  // cel-spec: an error.
+  if (!ctx.go_map_keys) {
+    return ctx.Error("type '" + std::string(TypeNameOf(operand)) + "' does not support field selection");
+  }
+  if (operand.kind == VK::kList) return ctx.Error("unsupported index type 'string' in list");
+  return Val::Opt(nullptr);
 }
 
 Val OptIndex(Ctx& ctx, const Val& operand, const Val& key) {
   if (operand.is_error()) return operand;
   if (key.is_error()) return key;
-  if (operand.kind == VK::kOptional) {
+  if (operand.kind == VK::kOptional && !ctx.go_map_keys) {
     if (operand.opt == nullptr) return operand;
     return OptIndex(ctx, *operand.opt, key);
   }
@@ -688,8 +740,14 @@ Val OptIndex(Ctx& ctx, const Val& operand, const Val& key) {
     if (ValidKey(key) && MapFind(ctx, operand, key, &out)) return ctx.Optional(out);
     return Val::Opt(nullptr);
   }
-  Val args[2] = {operand, key};
-  return ctx.NoOverload("_[?_]", args, 2);
+  // Neither list nor map: cel-go's presence test (go_map_keys) finds nothing (optional.none());
+  // cel-spec: no such overload.
+  if (!ctx.go_map_keys) {
+    Val args[2] = {operand, key};
+    return ctx.NoOverload("_[?_]", args, 2);
+  }
+  if (!ValidKey(key)) return ctx.Error("invalid qualifier type: " + GoValueTypeName(key));
+  return Val::Opt(nullptr);
 }
 
 // ---- Val <-> Value ---------------------------------------------------------------------------

@@ -27,11 +27,13 @@ type generator struct {
 	// wide turns on the productions added after seeds 1-40 were fixed (wide.go); seeds 1-40
 	// keep the exact stream they had, so the CI seeds and the recorded results stay valid.
 	wide bool
+	// wider: the productions of wider.go (seeds >= 141).
+	wider bool
 }
 
 func newGenerator(seed int64, devices []*corpusDevice) *generator {
 	g := &generator{rng: rand.New(rand.NewSource(seed)), byType: map[string][]attrRef{},
-		wide: seed >= wideGrammarFirstSeed}
+		wide: seed >= wideGrammarFirstSeed, wider: seed >= widerGrammarFirstSeed}
 	seenDomain := map[string]bool{}
 	seen := map[string]bool{}
 	add := func(typ string, r attrRef) {
@@ -358,7 +360,13 @@ func (g *generator) extraAtom(depth int, cmp string) string {
 	if g.wide {
 		n += wideAtoms
 	}
+	if g.wider {
+		n += widerAtoms
+	}
 	k := g.pick(n)
+	if k >= 26+wideAtoms {
+		return g.widerAtom(depth, cmp, k-26-wideAtoms)
+	}
 	if k >= 26 {
 		return g.wideAtom(depth, cmp, k-26)
 	}

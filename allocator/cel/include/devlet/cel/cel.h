@@ -131,6 +131,10 @@ struct EnvironmentOptions {
   // evaluation as cel-go's "hash of unhashable type" panic, and indexing with a key that is not
   // string, int, uint, bool or double is "invalid qualifier type". Off: the cel-spec rules
   // (bool, int, uint and string keys; a repeated key is an error), as the conformance tests expect.
+  // On, field selection in optional mode (`.?f`, or after an optional qualifier) and has() test
+  // presence as cel-go's attribute qualifiers do: a value that is neither map nor list has no
+  // fields (optional.none(), false), a list fails as indexed by the field's name; off, both are
+  // errors as cel-spec says.
   bool go_map_keys = false;
   // Durations are cel-go's Go time.Duration, int64 nanoseconds (about +-292 years): a longer one
   // does not parse, and arithmetic beyond it is "integer overflow". On for DRA selectors. Off:

@@ -16,7 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 cxx=${CXX:-clang++-16}
-modules=${FUZZ_MODULES:-common;kube;kube/client;allocator/cel;cdi;state}
+modules=${FUZZ_MODULES:-common;kube;kube/client;allocator/cel;allocator;allocator/extender;cdi;state;devices;nri-plugin}
 jobs=${FUZZ_JOBS:-2}
 niceness=${FUZZ_NICE:-19}
 if [[ -z ${ASAN_SYMBOLIZER_PATH:-} ]]; then

@@ -59,7 +59,7 @@ if ((fast == 0)); then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++-16 -DDEVLET_FUZZ=ON -DDEVLET_WERROR=OFF -DDEVLET_BUILD_TESTS=OFF \
     -DDEVLET_BUILD_BENCHMARKS=OFF -DDEVLET_BUILD_INTEGRATION=OFF \
-    "-DDEVLET_ONLY_MODULES=common;kube;kube/client;allocator/cel;cdi;state" \
+    "-DDEVLET_ONLY_MODULES=common;kube;kube/client;allocator/cel;allocator;allocator/extender;cdi;state;devices;nri-plugin" \
     -DDEVLET_FUZZ_SECONDS="${DEVLET_FUZZ_SECONDS:-15}" >/dev/null
   cmake --build build-fuzz -j "$jobs"
   phase "fuzzers, short pass"

@@ -36,6 +36,4 @@ if(DEVLET_BUILD_TESTS)
          PkgConfig::LIBCRYPTO
          nlohmann_json::nlohmann_json
   )
-  # http_transport_test.cc drives the transport's private interface (src/http_transport.h).
-  target_include_directories(kube_rest_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
 endif()

@@ -262,10 +262,11 @@ std::optional<int64_t> ScaledCeil(const Dec& value, int scale) {
   if (remainder) {
     ++magnitude;
   }
-  if (magnitude > uint64_t(INT64_MAX)) {
+  // INT64_MIN's magnitude is one more than INT64_MAX's.
+  if (magnitude > uint64_t(INT64_MAX) + (value.negative ? 1 : 0)) {
     return std::nullopt;
   }
-  return value.negative ? -int64_t(magnitude) : int64_t(magnitude);
+  return value.negative ? int64_t(0 - magnitude) : int64_t(magnitude);
 }
 
 }  // namespace devlet::kube::internal

@@ -1,41 +1,86 @@
 // Typed decoding of Kubernetes objects from a JSON tree, with v1beta1/v1beta2 conversion.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "devlet/common/status.h"
 #include "devlet/kube/codec.h"
-#include "json_util.h"
+#include "devlet/kube/json_util.h"
+#include "schema.h"
 
 namespace devlet::kube {
 namespace {
 
 using internal::Json;
 
-std::string Child(const std::string& path, std::string_view key) {
-  if (path.empty()) {
-    return std::string(key);
+// Path is where a value sits in the object ("spec.devices[0].attributes[gpu.example.com/uuid]"),
+// turned into text only for an error: building a string per value cost a third of decoding a
+// cluster's ResourceSlices. A Path points at its parent and at its key, which live on the caller's
+// stack and in the JSON tree, so it must not outlive the call that receives it.
+class Path {
+ public:
+  Path() = default;  // the object itself: empty text
+
+  Path(const Path& parent, std::string_view field) : parent_(&parent), kind_(kField), key_(field) {}
+
+  Path(const Path& parent, std::size_t index) : parent_(&parent), kind_(kIndex), index_(index) {}
+
+  // MapKey is the path of a map's member: `labels[app]`.
+  static Path MapKey(const Path& parent, std::string_view key) {
+    Path out(parent, key);
+    out.kind_ = kMapKey;
+    return out;
   }
-  std::string out = path;
-  out += '.';
-  out += key;
-  return out;
-}
 
-std::string Index(const std::string& path, std::size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
+  std::string str() const {
+    std::string out;
+    Append(out);
+    return out;
+  }
 
-std::string Key(const std::string& path, std::string_view key) {
-  return path + "[" + std::string(key) + "]";
-}
+ private:
+  enum Kind { kRoot, kField, kIndex, kMapKey };
+
+  void Append(std::string& out) const {
+    if (parent_ != nullptr) {
+      parent_->Append(out);
+    }
+    switch (kind_) {
+      case kRoot:
+        break;
+      case kField:
+        if (!out.empty()) {
+          out += '.';
+        }
+        out += key_;
+        break;
+      case kIndex:
+        out += '[';
+        out += std::to_string(index_);
+        out += ']';
+        break;
+      case kMapKey:
+        out += '[';
+        out += key_;
+        out += ']';
+        break;
+    }
+  }
+
+  const Path* parent_ = nullptr;
+  Kind kind_ = kRoot;
+  std::string_view key_;
+  std::size_t index_ = 0;
+};
 
 struct Ctx {
   bool strict = false;
@@ -49,19 +94,20 @@ struct Ctx {
 constexpr std::size_t kMaxPathInMessage = 256;
 constexpr std::size_t kMaxMessage = 1024;
 
-absl::Status FieldError(const std::string& path, std::string_view message) {
+absl::Status FieldError(const Path& where, std::string_view message) {
+  const std::string path = where.str();
   return InvalidArgument(
       (path.empty() ? std::string() : internal::EscapeForMessage(path, kMaxPathInMessage) + ": ") +
       internal::EscapeForMessage(message, kMaxMessage));
 }
 
-absl::Status TypeError(const std::string& path, std::string_view expected, const Json& got) {
+absl::Status TypeError(const Path& path, std::string_view expected, const Json& got) {
   return FieldError(path, "expected " + std::string(expected) + ", got " + internal::TypeName(got));
 }
 
 // ---- Scalars ------------------------------------------------------------------------------
 
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::string* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx& ctx, std::string* out) {
   if (j.is_null()) {
     out->clear();
     return absl::OkStatus();
@@ -86,7 +132,7 @@ absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::string*
   return TypeError(path, "a string", j);
 }
 
-absl::Status Read(const Json& j, const std::string& path, Ctx&, int64_t* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx&, int64_t* out) {
   if (j.is_null()) {
     *out = 0;
     return absl::OkStatus();
@@ -115,7 +161,7 @@ absl::Status Read(const Json& j, const std::string& path, Ctx&, int64_t* out) {
   return TypeError(path, "an integer", j);
 }
 
-absl::Status Read(const Json& j, const std::string& path, Ctx&, bool* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx&, bool* out) {
   if (j.is_null()) {
     *out = false;
     return absl::OkStatus();
@@ -127,7 +173,7 @@ absl::Status Read(const Json& j, const std::string& path, Ctx&, bool* out) {
   return absl::OkStatus();
 }
 
-absl::Status Read(const Json& j, const std::string& path, Ctx&, Quantity* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx&, Quantity* out) {
   if (j.is_null()) {
     *out = Quantity();
     return absl::OkStatus();
@@ -148,7 +194,7 @@ absl::Status Read(const Json& j, const std::string& path, Ctx&, Quantity* out) {
   return absl::OkStatus();
 }
 
-absl::Status Read(const Json& j, const std::string& path, Ctx&, RawJson* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx&, RawJson* out) {
   out->json.clear();
   if (j.is_null()) {
     return absl::OkStatus();
@@ -158,74 +204,14 @@ absl::Status Read(const Json& j, const std::string& path, Ctx&, RawJson* out) {
   return absl::OkStatus();
 }
 
-// Forward declarations so the container templates below find every overload.
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, OwnerReference* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ObjectMeta* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Condition* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeSelectorRequirement* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeSelectorTerm* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeSelector* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ContainerResourceClaim* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceRequirements* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Container* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodResourceClaim* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodSpec* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodResourceClaimStatus* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  ContainerExtendedResourceRequest* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  PodExtendedResourceClaimStatus* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodStatus* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CELDeviceSelector* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceSelector* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, OpaqueDeviceConfiguration* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClassConfiguration* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaint* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceToleration* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClassSpec* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourcePool* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Counter* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CounterSet* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceCounterConsumption* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  CapacityRequestPolicyRange* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CapacityRequestPolicy* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceCapacity* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceAttribute* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeAllocatableMapping* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeAllocatableOverhead* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeAllocatableResource* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Device* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceSliceSpec* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CapacityRequirements* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceDerivedAttribute* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ExactDeviceRequest* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceSubRequest* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceRequest* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceConstraint* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClaimConfiguration* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClaim* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceClaimSpec* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  DeviceRequestAllocationResult* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  DeviceAllocationConfiguration* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceAllocationResult* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, AllocationResult* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  ResourceClaimConsumerReference* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NetworkDeviceData* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, AllocatedDeviceStatus* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceClaimStatus* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceClaimTemplateSpec* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaintSelector* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaintRuleSpec* out);
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaintRuleStatus* out);
+// Declared here so that the container templates below find it.
+template <internal::HasSchema T>
+absl::Status Read(const Json& j, const Path& path, Ctx& ctx, T* out);
 
 // ---- Containers ---------------------------------------------------------------------------
 
 template <typename T>
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::optional<T>* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx& ctx, std::optional<T>* out) {
   if (j.is_null()) {
     out->reset();
     return absl::OkStatus();
@@ -238,7 +224,7 @@ absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::optiona
 
 // Each element is read into a local and moved in, so this serves std::vector<bool> too.
 template <typename T>
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::vector<T>* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx& ctx, std::vector<T>* out) {
   out->clear();
   if (j.is_null()) {
     return absl::OkStatus();
@@ -249,14 +235,14 @@ absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::vector<
   out->reserve(j.size());
   for (std::size_t i = 0; i < j.size(); ++i) {
     T value{};
-    DEVLET_RETURN_IF_ERROR(Read(j[i], Index(path, i), ctx, &value));
+    DEVLET_RETURN_IF_ERROR(Read(j[i], Path(path, i), ctx, &value));
     out->push_back(std::move(value));
   }
   return absl::OkStatus();
 }
 
 template <typename T>
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::map<std::string, T>* out) {
+absl::Status Read(const Json& j, const Path& path, Ctx& ctx, std::map<std::string, T>* out) {
   out->clear();
   if (j.is_null()) {
     return absl::OkStatus();
@@ -266,607 +252,93 @@ absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, std::map<std
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     T value{};
-    DEVLET_RETURN_IF_ERROR(Read(it.value(), Key(path, it.key()), ctx, &value));
+    DEVLET_RETURN_IF_ERROR(Read(it.value(), Path::MapKey(path, it.key()), ctx, &value));
     (*out)[it.key()] = std::move(value);
   }
   return absl::OkStatus();
 }
 
-// Fields reads the members of one JSON object and deals with the ones nobody asked for.
-class Fields {
- public:
-  Fields(const Json& j, const std::string& path, Ctx& ctx) : j_(j), path_(path), ctx_(ctx) {}
+// ---- Types with a field table (schema.h) ----------------------------------------------------
 
-  // Open checks that `j` is an object (null counts as an empty object, like Go).
-  absl::Status Open() {
-    if (j_.is_null()) {
-      return absl::OkStatus();
+// IsKnown reports whether `key` is a field of T's table (or an object's apiVersion or kind).
+template <typename T>
+bool IsKnown(std::string_view key) {
+  if constexpr (internal::IsObject<T>) {
+    if (key == "apiVersion" || key == "kind") {
+      return true;
     }
-    if (!j_.is_object()) {
-      return TypeError(path_, "an object", j_);
-    }
-    return absl::OkStatus();
   }
-
-  template <typename T>
-  absl::Status Get(std::string_view key, T* out) {
-    if (!j_.is_object()) {
-      return absl::OkStatus();
+  static constexpr auto kNames = internal::FieldNames<T>();
+  for (std::string_view name : kNames) {
+    if (name == key) {
+      return true;
     }
-    auto it = j_.find(key);
-    if (it == j_.end()) {
-      return absl::OkStatus();
-    }
-    used_.emplace_back(key);
-    return Read(*it, Child(path_, key), ctx_, out);
   }
+  return false;
+}
 
-  // Finish puts unread members into `extra` (when given) or reports them in strict mode.
-  absl::Status Finish(Extra* extra) {
-    if (!j_.is_object()) {
+// ReadUnknown deals with the members of `j` that T's table does not name (`known` counts those
+// it does): kept in T's `extra` when it has one, else dropped, or reported when decoding strictly.
+template <typename T>
+absl::Status ReadUnknown(const Json& j, const Path& path, Ctx& ctx, std::size_t known, T* out) {
+  if constexpr (internal::KeepsExtra<T>) {
+    if (known == j.size()) {
+      out->extra.json.clear();
       return absl::OkStatus();
     }
     Json rest = Json::object();
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      bool used = false;
-      for (std::string_view u : used_) {
-        if (u == it.key()) {
-          used = true;
-          break;
-        }
-      }
-      if (used) {
-        continue;
-      }
-      if (extra != nullptr) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!IsKnown<T>(it.key())) {
         rest[it.key()] = it.value();
-      } else if (ctx_.strict) {
-        return InvalidArgument("unknown field " + internal::QuoteForMessage(Child(path_, it.key()),
-                                                                            kMaxPathInMessage));
       }
     }
-    if (extra != nullptr) {
-      extra->json = rest.empty() ? std::string() : internal::DumpJson(rest);
+    out->extra.json = rest.empty() ? std::string() : internal::DumpJson(rest);
+  } else if (ctx.strict && known != j.size()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!IsKnown<T>(it.key())) {
+        return InvalidArgument(
+            "unknown field " +
+            internal::QuoteForMessage(Path(path, it.key()).str(), kMaxPathInMessage));
+      }
     }
+  }
+  return absl::OkStatus();
+}
+
+// ReadField reads one row of T's table from `j`, counting it in `known` when present.
+template <typename T, typename F>
+absl::Status ReadField(const Json& j, const Path& path, Ctx& ctx, const F& field,
+                       std::size_t& known, T* out) {
+  auto it = j.find(field.name);
+  if (it == j.end()) {
     return absl::OkStatus();
   }
-
-  // Skip marks members the caller handled itself (apiVersion, kind).
-  void Skip(std::string_view key) { used_.emplace_back(key); }
-
- private:
-  const Json& j_;
-  const std::string& path_;
-  Ctx& ctx_;
-  std::vector<std::string_view> used_;
-};
-
-#define DEVLET_FIELDS(j, path, ctx) \
-  Fields f(j, path, ctx);           \
-  DEVLET_RETURN_IF_ERROR(f.Open())
-#define DEVLET_GET(key, member) DEVLET_RETURN_IF_ERROR(f.Get(key, &out->member))
-
-// ---- meta / core --------------------------------------------------------------------------
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, OwnerReference* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("apiVersion", api_version);
-  DEVLET_GET("kind", kind);
-  DEVLET_GET("name", name);
-  DEVLET_GET("uid", uid);
-  DEVLET_GET("controller", controller);
-  DEVLET_GET("blockOwnerDeletion", block_owner_deletion);
-  return f.Finish(nullptr);
+  ++known;
+  return Read(*it, Path(path, field.name), ctx, &(out->*field.member));
 }
 
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ObjectMeta* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("generateName", generate_name);
-  DEVLET_GET("namespace", namespace_);
-  DEVLET_GET("uid", uid);
-  DEVLET_GET("resourceVersion", resource_version);
-  DEVLET_GET("generation", generation);
-  DEVLET_GET("creationTimestamp", creation_timestamp);
-  DEVLET_GET("deletionTimestamp", deletion_timestamp);
-  DEVLET_GET("labels", labels);
-  DEVLET_GET("annotations", annotations);
-  DEVLET_GET("ownerReferences", owner_references);
-  DEVLET_GET("finalizers", finalizers);
-  return f.Finish(&out->extra);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Condition* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("type", type);
-  DEVLET_GET("status", status);
-  DEVLET_GET("observedGeneration", observed_generation);
-  DEVLET_GET("lastTransitionTime", last_transition_time);
-  DEVLET_GET("reason", reason);
-  DEVLET_GET("message", message);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeSelectorRequirement* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("key", key);
-  DEVLET_GET("operator", operator_);
-  DEVLET_GET("values", values);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeSelectorTerm* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("matchExpressions", match_expressions);
-  DEVLET_GET("matchFields", match_fields);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeSelector* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("nodeSelectorTerms", node_selector_terms);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ContainerResourceClaim* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("request", request);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceRequirements* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("limits", limits);
-  DEVLET_GET("requests", requests);
-  DEVLET_GET("claims", claims);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Container* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("image", image);
-  DEVLET_GET("resources", resources);
-  return f.Finish(&out->extra);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodResourceClaim* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("resourceClaimName", resource_claim_name);
-  DEVLET_GET("resourceClaimTemplateName", resource_claim_template_name);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodSpec* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("nodeName", node_name);
-  DEVLET_GET("schedulerName", scheduler_name);
-  DEVLET_GET("nodeSelector", node_selector);
-  DEVLET_GET("resourceClaims", resource_claims);
-  DEVLET_GET("initContainers", init_containers);
-  DEVLET_GET("containers", containers);
-  return f.Finish(&out->extra);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodResourceClaimStatus* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("resourceClaimName", resource_claim_name);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  ContainerExtendedResourceRequest* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("containerName", container_name);
-  DEVLET_GET("resourceName", resource_name);
-  DEVLET_GET("requestName", request_name);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  PodExtendedResourceClaimStatus* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("requestMappings", request_mappings);
-  DEVLET_GET("resourceClaimName", resource_claim_name);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, PodStatus* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("phase", phase);
-  DEVLET_GET("resourceClaimStatuses", resource_claim_statuses);
-  DEVLET_GET("extendedResourceClaimStatus", extended_resource_claim_status);
-  return f.Finish(&out->extra);
-}
-
-// ---- resource.k8s.io ----------------------------------------------------------------------
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CELDeviceSelector* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("expression", expression);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceSelector* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("cel", cel);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  OpaqueDeviceConfiguration* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("driver", driver);
-  DEVLET_GET("parameters", parameters);
-  return f.Finish(nullptr);
-}
-
-absl::Status ReadDeviceConfiguration(Fields& f, DeviceConfiguration* out) {
-  return f.Get("opaque", &out->opaque);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClassConfiguration* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_RETURN_IF_ERROR(ReadDeviceConfiguration(f, out));
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaint* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("key", key);
-  DEVLET_GET("value", value);
-  DEVLET_GET("effect", effect);
-  DEVLET_GET("timeAdded", time_added);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceToleration* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("key", key);
-  DEVLET_GET("operator", operator_);
-  DEVLET_GET("value", value);
-  DEVLET_GET("effect", effect);
-  DEVLET_GET("tolerationSeconds", toleration_seconds);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClassSpec* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("selectors", selectors);
-  DEVLET_GET("config", config);
-  DEVLET_GET("extendedResourceName", extended_resource_name);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourcePool* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("generation", generation);
-  DEVLET_GET("resourceSliceCount", resource_slice_count);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Counter* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("value", value);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CounterSet* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("counters", counters);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceCounterConsumption* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("counterSet", counter_set);
-  DEVLET_GET("counters", counters);
-  DEVLET_GET("compatibilityGroups", compatibility_groups);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  CapacityRequestPolicyRange* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("min", min);
-  DEVLET_GET("max", max);
-  DEVLET_GET("step", step);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CapacityRequestPolicy* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("default", default_);
-  DEVLET_GET("validValues", valid_values);
-  DEVLET_GET("validRange", valid_range);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceCapacity* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("value", value);
-  DEVLET_GET("requestPolicy", request_policy);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceAttribute* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("int", int_value);
-  DEVLET_GET("bool", bool_value);
-  DEVLET_GET("string", string_value);
-  DEVLET_GET("version", version_value);
-  DEVLET_GET("ints", int_values);
-  DEVLET_GET("bools", bool_values);
-  DEVLET_GET("strings", string_values);
-  DEVLET_GET("versions", version_values);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeAllocatableMapping* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("capacityKey", capacity_key);
-  DEVLET_GET("capacityMultiplier", capacity_multiplier);
-  DEVLET_GET("deviceMultiplier", device_multiplier);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeAllocatableOverhead* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("perPod", per_pod);
-  DEVLET_GET("perContainer", per_container);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NodeAllocatableResource* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("mapping", mapping);
-  DEVLET_GET("overhead", overhead);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, Device* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("attributes", attributes);
-  DEVLET_GET("capacity", capacity);
-  DEVLET_GET("consumesCounters", consumes_counters);
-  DEVLET_GET("nodeName", node_name);
-  DEVLET_GET("nodeSelector", node_selector);
-  DEVLET_GET("allNodes", all_nodes);
-  DEVLET_GET("taints", taints);
-  DEVLET_GET("bindsToNode", binds_to_node);
-  DEVLET_GET("bindingConditions", binding_conditions);
-  DEVLET_GET("bindingFailureConditions", binding_failure_conditions);
-  DEVLET_GET("allowMultipleAllocations", allow_multiple_allocations);
-  DEVLET_GET("nodeAllocatableResources", node_allocatable_resources);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceSliceSpec* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("driver", driver);
-  DEVLET_GET("pool", pool);
-  DEVLET_GET("nodeName", node_name);
-  DEVLET_GET("nodeSelector", node_selector);
-  DEVLET_GET("allNodes", all_nodes);
-  DEVLET_GET("devices", devices);
-  DEVLET_GET("perDeviceNodeSelection", per_device_node_selection);
-  DEVLET_GET("sharedCounters", shared_counters);
-  DEVLET_GET("partitionTypeAttribute", partition_type_attribute);
-  DEVLET_GET("skipNodeOperations", skip_node_operations);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, CapacityRequirements* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("requests", requests);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceDerivedAttribute* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("expression", expression);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ExactDeviceRequest* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("deviceClassName", device_class_name);
-  DEVLET_GET("selectors", selectors);
-  DEVLET_GET("allocationMode", allocation_mode);
-  DEVLET_GET("count", count);
-  DEVLET_GET("adminAccess", admin_access);
-  DEVLET_GET("tolerations", tolerations);
-  DEVLET_GET("capacity", capacity);
-  DEVLET_GET("derivedAttributes", derived_attributes);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceSubRequest* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("deviceClassName", device_class_name);
-  DEVLET_GET("selectors", selectors);
-  DEVLET_GET("allocationMode", allocation_mode);
-  DEVLET_GET("count", count);
-  DEVLET_GET("tolerations", tolerations);
-  DEVLET_GET("capacity", capacity);
-  DEVLET_GET("derivedAttributes", derived_attributes);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceRequest* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("name", name);
-  DEVLET_GET("exactly", exactly);
-  DEVLET_GET("firstAvailable", first_available);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceConstraint* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("requests", requests);
-  DEVLET_GET("matchAttribute", match_attribute);
-  DEVLET_GET("distinctAttribute", distinct_attribute);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClaimConfiguration* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("requests", requests);
-  DEVLET_RETURN_IF_ERROR(ReadDeviceConfiguration(f, out));
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceClaim* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("requests", requests);
-  DEVLET_GET("constraints", constraints);
-  DEVLET_GET("config", config);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceClaimSpec* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("devices", devices);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  DeviceRequestAllocationResult* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("request", request);
-  DEVLET_GET("driver", driver);
-  DEVLET_GET("pool", pool);
-  DEVLET_GET("device", device);
-  DEVLET_GET("adminAccess", admin_access);
-  DEVLET_GET("tolerations", tolerations);
-  DEVLET_GET("bindingConditions", binding_conditions);
-  DEVLET_GET("bindingFailureConditions", binding_failure_conditions);
-  DEVLET_GET("shareID", share_id);
-  DEVLET_GET("consumedCapacity", consumed_capacity);
-  DEVLET_GET("skipNodeOperations", skip_node_operations);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  DeviceAllocationConfiguration* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("source", source);
-  DEVLET_GET("requests", requests);
-  DEVLET_RETURN_IF_ERROR(ReadDeviceConfiguration(f, out));
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceAllocationResult* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("results", results);
-  DEVLET_GET("config", config);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, AllocationResult* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("devices", devices);
-  DEVLET_GET("nodeSelector", node_selector);
-  DEVLET_GET("allocationTimestamp", allocation_timestamp);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  ResourceClaimConsumerReference* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("apiGroup", api_group);
-  DEVLET_GET("resource", resource);
-  DEVLET_GET("name", name);
-  DEVLET_GET("uid", uid);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, NetworkDeviceData* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("interfaceName", interface_name);
-  DEVLET_GET("ips", ips);
-  DEVLET_GET("hardwareAddress", hardware_address);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, AllocatedDeviceStatus* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("driver", driver);
-  DEVLET_GET("pool", pool);
-  DEVLET_GET("device", device);
-  DEVLET_GET("shareID", share_id);
-  DEVLET_GET("conditions", conditions);
-  DEVLET_GET("data", data);
-  DEVLET_GET("networkData", network_data);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, ResourceClaimStatus* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("allocation", allocation);
-  DEVLET_GET("reservedFor", reserved_for);
-  DEVLET_GET("devices", devices);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx,
-                  ResourceClaimTemplateSpec* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("metadata", metadata);
-  DEVLET_GET("spec", spec);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaintSelector* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("driver", driver);
-  DEVLET_GET("pool", pool);
-  DEVLET_GET("device", device);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaintRuleSpec* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("deviceSelector", device_selector);
-  DEVLET_GET("taint", taint);
-  return f.Finish(nullptr);
-}
-
-absl::Status Read(const Json& j, const std::string& path, Ctx& ctx, DeviceTaintRuleStatus* out) {
-  DEVLET_FIELDS(j, path, ctx);
-  DEVLET_GET("conditions", conditions);
-  return f.Finish(nullptr);
-}
-
-// ---- Top-level objects ----------------------------------------------------------------------
-
-template <typename T>
-absl::Status ReadTop(const Json& j, Ctx& ctx, T* out) {
-  const std::string path;
-  DEVLET_FIELDS(j, path, ctx);
-  f.Skip("apiVersion");
-  f.Skip("kind");
-  DEVLET_GET("metadata", metadata);
-  if constexpr (!std::is_same_v<T, Node>) {
-    DEVLET_GET("spec", spec);
+// Read fills `out` from the object `j` row by row; null counts as an empty object, like Go.
+template <internal::HasSchema T>
+absl::Status Read(const Json& j, const Path& path, Ctx& ctx, T* out) {
+  if (j.is_null()) {
+    return absl::OkStatus();
   }
-  if constexpr (std::is_same_v<T, ResourceClaim> || std::is_same_v<T, DeviceTaintRule> ||
-                std::is_same_v<T, Pod>) {
-    DEVLET_GET("status", status);
+  if (!j.is_object()) {
+    return TypeError(path, "an object", j);
   }
-  return f.Finish(&out->extra);
+  std::size_t known = 0;
+  absl::Status status;
+  std::apply(
+      [&](const auto&... field) {
+        (... && (status = ReadField(j, path, ctx, field, known, out)).ok());
+      },
+      internal::Schema<T>::kFields);
+  DEVLET_RETURN_IF_ERROR(status);
+  if constexpr (internal::IsObject<T>) {
+    known += j.contains("apiVersion") + j.contains("kind");
+  }
+  return ReadUnknown(j, path, ctx, known, out);
 }
-
-#undef DEVLET_GET
-#undef DEVLET_FIELDS
 
 // ---- Version conversion (on the JSON tree, before typed decoding) ---------------------------
 
@@ -1134,7 +606,7 @@ class Dispatcher {
   template <typename T>
   absl::Status Decode(const Json& j, const std::string& prefix) {
     T object{};
-    absl::Status status = ReadTop(j, ctx_, &object);
+    absl::Status status = Read(j, Path(), ctx_, &object);
     if (!status.ok()) {
       return InvalidArgument(prefix + Message(status));
     }

@@ -1,4 +1,4 @@
-#include "json_util.h"
+#include "devlet/kube/json_util.h"
 
 #include <algorithm>
 #include <cctype>

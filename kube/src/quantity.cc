@@ -2,8 +2,10 @@
 #include <string>
 #include <string_view>
 
+#include "decimal.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/meta.h"
+#include "devlet/kube/quantity.h"
 
 namespace devlet::kube {
 namespace {
@@ -84,6 +86,20 @@ absl::StatusOr<Quantity> Quantity::Parse(std::string_view text) {
 const std::string& Quantity::str() const {
   static const std::string* const kZero = new std::string("0");
   return text_.empty() ? *kZero : text_;
+}
+
+absl::StatusOr<std::int64_t> QuantityScaledValue(const Quantity& q, int scale) {
+  if (q.empty()) return 0;
+  const std::string& text = q.str();
+  const std::optional<internal::Dec> value = internal::ParseDec(text);
+  std::optional<std::int64_t> scaled;
+  if (value) scaled = internal::ScaledCeil(*value, scale);
+  if (!scaled) {
+    return OutOfRange("quantity \"" + text.substr(0, 64) + (text.size() > 64 ? "...\"" : "\"") +
+                      (scale == 0 ? "" : " scaled by 10^" + std::to_string(scale)) +
+                      " does not fit in a 64-bit integer");
+  }
+  return *scaled;
 }
 
 int Quantity::Sign() const {

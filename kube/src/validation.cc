@@ -20,7 +20,7 @@
 #include "decimal.h"
 #include "devlet/common/status.h"
 #include "devlet/common/strings.h"
-#include "json_util.h"
+#include "devlet/kube/json_util.h"
 
 namespace devlet::kube {
 namespace {

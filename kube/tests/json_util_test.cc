@@ -1,6 +1,6 @@
 // The codec's private JSON helpers: IndexedOrderedMap (the object type of the tree) against a
 // model, and the message quoting helpers.
-#include "json_util.h"
+#include "devlet/kube/json_util.h"
 
 #include <random>
 #include <string>

@@ -1,9 +1,12 @@
+#include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/kube/core.h"
 #include "devlet/kube/meta.h"
+#include "devlet/kube/quantity.h"
 #include "devlet/kube/resource.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,6 +44,51 @@ TEST(QuantityTest, SignAndZero) {
   EXPECT_EQ(Quantity::Parse("-0").value().Sign(), 0);
   EXPECT_EQ(Quantity::Parse("-1m").value().Sign(), -1);
   EXPECT_EQ(Quantity::Parse("0.1").value().Sign(), 1);
+}
+
+TEST(QuantityTest, ExactValues) {
+  auto value = [](std::string_view text) { return QuantityValue(Quantity::Parse(text).value()); };
+  auto milli = [](std::string_view text) { return QuantityMilliValue(Quantity::Parse(text).value()); };
+  using ::devlet::testing::IsOkAndHolds;
+  EXPECT_THAT(value("1.5Gi"), IsOkAndHolds(1610612736));
+  EXPECT_THAT(value("8Gi"), IsOkAndHolds(int64_t{8} << 30));
+  EXPECT_THAT(value("1M"), IsOkAndHolds(1000000));
+  EXPECT_THAT(value("2e3"), IsOkAndHolds(2000));
+  EXPECT_THAT(value("1.5"), IsOkAndHolds(2));   // rounded up, like Go's Value()
+  EXPECT_THAT(value("100m"), IsOkAndHolds(1));
+  EXPECT_THAT(value("-1.5"), IsOkAndHolds(-2));  // away from zero
+  EXPECT_THAT(value("0.000"), IsOkAndHolds(0));
+  EXPECT_THAT(QuantityValue(Quantity()), IsOkAndHolds(0));
+  EXPECT_THAT(milli("100m"), IsOkAndHolds(100));
+  EXPECT_THAT(milli("1.5"), IsOkAndHolds(1500));
+  EXPECT_THAT(milli("4"), IsOkAndHolds(4000));
+  EXPECT_THAT(milli("1u"), IsOkAndHolds(1));
+  EXPECT_THAT(milli("0.1234"), IsOkAndHolds(124));
+  // A value a long double rounds: 2^53 + 1 bytes, and 1Ei - 1 exactly.
+  EXPECT_THAT(value("9007199254740993"), IsOkAndHolds(int64_t{9007199254740993}));
+  EXPECT_THAT(value("1152921504606846975"), IsOkAndHolds(int64_t{1152921504606846975}));
+  EXPECT_THAT(value("7.5Ei"), IsOkAndHolds(int64_t{8646911284551352320}));
+}
+
+TEST(QuantityTest, ValuesAtTheInt64Bounds) {
+  auto value = [](std::string_view text) { return QuantityValue(Quantity::Parse(text).value()); };
+  auto milli = [](std::string_view text) { return QuantityMilliValue(Quantity::Parse(text).value()); };
+  using ::devlet::testing::IsOkAndHolds;
+  EXPECT_THAT(value("9223372036854775807"), IsOkAndHolds(INT64_MAX));
+  EXPECT_THAT(value("-9223372036854775808"), IsOkAndHolds(INT64_MIN));
+  EXPECT_THAT(value("9223372036854775808"),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("\"9223372036854775808\"")));
+  EXPECT_THAT(value("-9223372036854775809"), StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(value("9223372036854775806.5"), IsOkAndHolds(INT64_MAX));
+  EXPECT_THAT(value("9223372036854775807.5"), StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(value("8Ei"), StatusIs(absl::StatusCode::kOutOfRange));  // 2^63
+  EXPECT_THAT(value("-8Ei"), IsOkAndHolds(INT64_MIN));
+  EXPECT_THAT(value("1e19"), StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(value("1e1000000"), StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(milli("9223372036854775807m"), IsOkAndHolds(INT64_MAX));
+  EXPECT_THAT(milli("9223372036854775.807"), IsOkAndHolds(INT64_MAX));
+  EXPECT_THAT(milli("9223372036854776"),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("10^3")));
 }
 
 TEST(DeviceAttributeTest, Kind) {

@@ -1,7 +1,7 @@
 // HttpTransport: HTTP/1.1 over non-blocking sockets, TLS by mbed TLS 2.28 (TLS 1.2, which every
 // kube-apiserver serves by default). Each wait on the network is a poll() of at most 200 ms, so
 // deadlines and cancellation are checked without signals or extra threads.
-#include "http_transport.h"
+#include "devlet/kube/http_transport.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -279,6 +279,234 @@ bool IsIpLiteral(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), addr) == 1;
 }
 
+// IoFailure fills `result` with how a wait on the network ended while `doing` something.
+HttpResult IoFailure(HttpResult& result, Io io, const Waiter& waiter, const std::string& doing) {
+  switch (io) {
+    case Io::kTimeout:
+      result.error = TransportError::kTimeout;
+      result.message = doing + ": timed out";
+      break;
+    case Io::kCancelled:
+      result.error = TransportError::kAborted;
+      result.message = "cancelled";
+      break;
+    case Io::kEof:
+      result.error = TransportError::kBroken;
+      result.message = doing + ": the server closed the connection";
+      break;
+    default:
+      result.error = TransportError::kBroken;
+      result.message = doing + ": " + waiter.error;
+      break;
+  }
+  return result;
+}
+
+// SendRequest writes the request line, headers and body.
+Io SendRequest(Conn& conn, const Endpoint& ep, const HttpExchange& exchange, Waiter& waiter) {
+  std::string head = exchange.method + " " + ep.prefix + exchange.target + " HTTP/1.1\r\n";
+  head += "Host: " + ep.authority + "\r\n";
+  for (const std::string& h : exchange.headers) head += h + "\r\n";
+  if (exchange.send_body) head += "Content-Length: " + std::to_string(exchange.body.size()) +
+                                  "\r\n";
+  head += "\r\n";
+  if (exchange.send_body && exchange.body.size() < 64 * 1024) {
+    head += exchange.body;  // one write for small bodies
+    return WriteAll(conn, head, waiter);
+  }
+  if (Io io = WriteAll(conn, head, waiter); io != Io::kOk) return io;
+  return exchange.send_body ? WriteAll(conn, exchange.body, waiter) : Io::kOk;
+}
+
+// ResponseHead is what a response's status line and headers say about its body and connection.
+struct ResponseHead {
+  bool close = false;  // the server closes the connection after this response
+  bool chunked = false;
+  long long content_length = -1;  // -1: not given
+};
+
+// ParseHead reads one status line and its headers (without the blank line) into `result` (code,
+// Retry-After) and `head`; false when it is not HTTP (`result` says so).
+bool ParseHead(std::string_view headers, HttpResult& result, ResponseHead& head) {
+  std::size_t line_end = headers.find("\r\n");
+  const std::string_view status_line = headers.substr(0, line_end);
+  int major = 0;
+  int minor = 0;
+  long code = 0;
+  if (std::sscanf(std::string(status_line).c_str(), "HTTP/%d.%d %ld", &major, &minor, &code) !=
+          3 ||
+      code < 100 || code > 999) {
+    result.error = TransportError::kFatal;
+    result.message = "not an HTTP response: " + std::string(status_line.substr(0, 80));
+    return false;
+  }
+  result.code = code;
+  head = ResponseHead{.close = major < 1 || (major == 1 && minor == 0)};
+  while (line_end != std::string_view::npos) {
+    const std::size_t start = line_end + 2;
+    line_end = headers.find("\r\n", start);
+    const std::string_view line = headers.substr(
+        start, line_end == std::string_view::npos ? std::string_view::npos : line_end - start);
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string name = Lower(TrimView(line.substr(0, colon)));
+    const std::string_view value = TrimView(line.substr(colon + 1));
+    if (name == "content-length") {
+      head.content_length = std::strtoll(std::string(value).c_str(), nullptr, 10);
+    } else if (name == "transfer-encoding") {
+      head.chunked = Lower(value).find("chunked") != std::string::npos;
+    } else if (name == "connection") {
+      const std::string v = Lower(value);
+      if (v.find("close") != std::string::npos) head.close = true;
+      if (v.find("keep-alive") != std::string::npos) head.close = false;
+    } else if (name == "retry-after") {
+      char* parse_end = nullptr;
+      const std::string text(value);
+      const long seconds = std::strtol(text.c_str(), &parse_end, 10);
+      if (parse_end != text.c_str() && seconds >= 0) result.retry_after_s = seconds;
+    }
+  }
+  return true;
+}
+
+// ReadHead reads the response's status line and headers, skipping 1xx interim responses;
+// nullopt on failure (`result` says why). `got_bytes`: some of the response arrived.
+std::optional<ResponseHead> ReadHead(Conn& conn, Waiter& waiter, HttpResult& result,
+                                     bool& got_bytes) {
+  conn.in.erase(0, conn.in_pos);
+  conn.in_pos = 0;
+  for (;;) {
+    std::size_t end;
+    while ((end = conn.in.find("\r\n\r\n", conn.in_pos)) == std::string::npos) {
+      if (conn.in.size() > kMaxHeaderBytes) {
+        result.error = TransportError::kFatal;
+        result.message = "response headers larger than 256 KiB";
+        return std::nullopt;
+      }
+      if (Io io = ReadSome(conn, waiter); io != Io::kOk) {
+        IoFailure(result, io, waiter, "reading the response");
+        return std::nullopt;
+      }
+      got_bytes = true;
+    }
+    const std::string_view headers(conn.in.data() + conn.in_pos, end - conn.in_pos);
+    conn.in_pos = end + 4;
+    ResponseHead head;
+    if (!ParseHead(headers, result, head)) return std::nullopt;
+    if (result.code >= 200 || result.code == 101) return head;
+    // 1xx interim response: the real one follows.
+    result.retry_after_s = -1;
+  }
+}
+
+// BodyReader hands a response body to the exchange's receiver as it arrives. Each read returns
+// false on failure, with `result` saying why (kAborted when the receiver stopped).
+struct BodyReader {
+  Conn& conn;
+  Waiter& waiter;
+  const HttpExchange& exchange;
+  HttpResult& result;
+
+  bool Fail(Io io) {
+    IoFailure(result, io, waiter, "reading the body");
+    return false;
+  }
+
+  bool Deliver(std::string_view data) {
+    if (!exchange.on_body || data.empty() || exchange.on_body(result.code, data)) return true;
+    result.error = TransportError::kAborted;
+    result.message = "stopped by the receiver";
+    return false;
+  }
+
+  // More reads at least one more byte into the buffer.
+  bool More() {
+    const Io io = ReadSome(conn, waiter);
+    return io == Io::kOk || Fail(io);
+  }
+
+  // Sized passes the next `length` bytes on, emptying the buffer as it goes.
+  bool Sized(unsigned long long length) {
+    unsigned long long left = length;
+    while (left > 0) {
+      if (conn.in_pos == conn.in.size()) {
+        conn.in.clear();
+        conn.in_pos = 0;
+        if (!More()) return false;
+      }
+      const std::size_t take = static_cast<std::size_t>(
+          std::min<unsigned long long>(left, conn.in.size() - conn.in_pos));
+      const std::string_view piece(conn.in.data() + conn.in_pos, take);
+      conn.in_pos += take;
+      left -= take;
+      if (!Deliver(piece)) return false;
+    }
+    return true;
+  }
+
+  // LineEnd waits for the next CRLF in the buffer and sets `eol` to it.
+  bool LineEnd(std::size_t& eol) {
+    while ((eol = conn.in.find("\r\n", conn.in_pos)) == std::string::npos) {
+      if (!More()) return false;
+    }
+    return true;
+  }
+
+  // Chunked reads chunks up to the last one, then its trailers.
+  bool Chunked() {
+    for (;;) {
+      std::size_t eol;
+      if (!LineEnd(eol)) return false;
+      const std::string size_text = conn.in.substr(conn.in_pos, eol - conn.in_pos);
+      char* parse_end = nullptr;
+      const unsigned long long size = std::strtoull(size_text.c_str(), &parse_end, 16);
+      if (parse_end == size_text.c_str()) {
+        result.error = TransportError::kBroken;
+        result.message = "bad chunk size \"" + size_text.substr(0, 20) + "\"";
+        return false;
+      }
+      conn.in_pos = eol + 2;
+      if (size == 0) return Trailers();
+      if (!Sized(size)) return false;
+      while (conn.in.size() - conn.in_pos < 2) {
+        if (!More()) return false;
+      }
+      conn.in_pos += 2;  // the chunk's CRLF
+      if (conn.in_pos > 64 * 1024) {
+        conn.in.erase(0, conn.in_pos);
+        conn.in_pos = 0;
+      }
+    }
+  }
+
+  // Trailers skips the trailer lines after the last chunk, up to the empty line.
+  bool Trailers() {
+    for (;;) {
+      std::size_t eol;
+      if (!LineEnd(eol)) return false;
+      const bool last = eol == conn.in_pos;
+      conn.in_pos = eol + 2;
+      if (last) return true;
+    }
+  }
+
+  // UntilClose passes everything on until the server closes the connection.
+  bool UntilClose() {
+    for (;;) {
+      if (conn.in_pos < conn.in.size()) {
+        const std::string_view piece(conn.in.data() + conn.in_pos, conn.in.size() - conn.in_pos);
+        conn.in_pos = conn.in.size();
+        if (!Deliver(piece)) return false;
+      }
+      conn.in.clear();
+      conn.in_pos = 0;
+      const Io io = ReadSome(conn, waiter);
+      if (io == Io::kEof) return true;
+      if (io != Io::kOk) return Fail(io);
+    }
+  }
+};
+
 class HttpTransport final : public Transport {
  public:
   explicit HttpTransport(TransportOptions options) : options_(std::move(options)) {}
@@ -528,211 +756,25 @@ class HttpTransport final : public Transport {
   HttpResult Exchange(Conn& conn, const HttpExchange& exchange, Waiter& waiter, bool& got_bytes,
                       bool& reusable) {
     HttpResult result;
-    const Endpoint& ep = options_.endpoint;
-    auto fail = [&](Io io, const std::string& doing) {
-      switch (io) {
-        case Io::kTimeout:
-          result.error = TransportError::kTimeout;
-          result.message = doing + ": timed out";
-          break;
-        case Io::kCancelled:
-          result.error = TransportError::kAborted;
-          result.message = "cancelled";
-          break;
-        case Io::kEof:
-          result.error = TransportError::kBroken;
-          result.message = doing + ": the server closed the connection";
-          break;
-        default:
-          result.error = TransportError::kBroken;
-          result.message = doing + ": " + waiter.error;
-          break;
-      }
-      return result;
-    };
-    std::string head = exchange.method + " " + ep.prefix + exchange.target + " HTTP/1.1\r\n";
-    head += "Host: " + ep.authority + "\r\n";
-    for (const std::string& h : exchange.headers) head += h + "\r\n";
-    if (exchange.send_body) head += "Content-Length: " + std::to_string(exchange.body.size()) +
-                                    "\r\n";
-    head += "\r\n";
-    if (exchange.send_body && exchange.body.size() < 64 * 1024) {
-      head += exchange.body;  // one write for small bodies
-      if (Io io = WriteAll(conn, head, waiter); io != Io::kOk) return fail(io, "sending");
+    if (Io io = SendRequest(conn, options_.endpoint, exchange, waiter); io != Io::kOk) {
+      return IoFailure(result, io, waiter, "sending");
+    }
+    std::optional<ResponseHead> head = ReadHead(conn, waiter, result, got_bytes);
+    if (!head) return result;
+    BodyReader body{conn, waiter, exchange, result};
+    bool complete = true;
+    if (exchange.method == "HEAD" || result.code == 204 || result.code == 304) {
+      // No body.
+    } else if (head->chunked) {
+      complete = body.Chunked();
+    } else if (head->content_length >= 0) {
+      complete = body.Sized(static_cast<unsigned long long>(head->content_length));
     } else {
-      if (Io io = WriteAll(conn, head, waiter); io != Io::kOk) return fail(io, "sending");
-      if (exchange.send_body) {
-        if (Io io = WriteAll(conn, exchange.body, waiter); io != Io::kOk) {
-          return fail(io, "sending");
-        }
-      }
-    }
-
-    // Status line and headers (1xx responses skipped).
-    conn.in.erase(0, conn.in_pos);
-    conn.in_pos = 0;
-    bool close = false;
-    bool chunked = false;
-    long long content_length = -1;
-    for (;;) {
-      std::size_t end;
-      while ((end = conn.in.find("\r\n\r\n", conn.in_pos)) == std::string::npos) {
-        if (conn.in.size() > kMaxHeaderBytes) {
-          result.error = TransportError::kFatal;
-          result.message = "response headers larger than 256 KiB";
-          return result;
-        }
-        if (Io io = ReadSome(conn, waiter); io != Io::kOk) return fail(io, "reading the response");
-        got_bytes = true;
-      }
-      const std::string_view headers(conn.in.data() + conn.in_pos, end - conn.in_pos);
-      conn.in_pos = end + 4;
-      std::size_t line_end = headers.find("\r\n");
-      const std::string_view status_line = headers.substr(0, line_end);
-      int major = 0;
-      int minor = 0;
-      long code = 0;
-      if (std::sscanf(std::string(status_line).c_str(), "HTTP/%d.%d %ld", &major, &minor,
-                      &code) != 3 || code < 100 || code > 999) {
-        result.error = TransportError::kFatal;
-        result.message = "not an HTTP response: " + std::string(status_line.substr(0, 80));
-        return result;
-      }
-      result.code = code;
-      close = major < 1 || (major == 1 && minor == 0);
-      chunked = false;
-      content_length = -1;
-      while (line_end != std::string_view::npos) {
-        const std::size_t start = line_end + 2;
-        line_end = headers.find("\r\n", start);
-        const std::string_view line = headers.substr(
-            start, line_end == std::string_view::npos ? std::string_view::npos
-                                                      : line_end - start);
-        const std::size_t colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        const std::string name = Lower(TrimView(line.substr(0, colon)));
-        const std::string_view value = TrimView(line.substr(colon + 1));
-        if (name == "content-length") {
-          content_length = std::strtoll(std::string(value).c_str(), nullptr, 10);
-        } else if (name == "transfer-encoding") {
-          chunked = Lower(value).find("chunked") != std::string::npos;
-        } else if (name == "connection") {
-          const std::string v = Lower(value);
-          if (v.find("close") != std::string::npos) close = true;
-          if (v.find("keep-alive") != std::string::npos) close = false;
-        } else if (name == "retry-after") {
-          char* parse_end = nullptr;
-          const std::string text(value);
-          const long seconds = std::strtol(text.c_str(), &parse_end, 10);
-          if (parse_end != text.c_str() && seconds >= 0) result.retry_after_s = seconds;
-        }
-      }
-      if (code >= 200 || code == 101) break;
-      // 1xx interim response: the real one follows.
-      result.retry_after_s = -1;
-    }
-
-    const long code = result.code;
-    auto deliver = [&](std::string_view data) {
-      return !exchange.on_body || data.empty() || exchange.on_body(code, data);
-    };
-    auto aborted = [&] {
-      result.error = TransportError::kAborted;
-      result.message = "stopped by the receiver";
-      return result;
-    };
-    const bool no_body = exchange.method == "HEAD" || code == 204 || code == 304;
-    if (no_body) {
-      reusable = !close;
+      // No length: the body ends when the server closes the connection, which is then gone.
+      body.UntilClose();
       return result;
     }
-    if (chunked) {
-      for (;;) {
-        std::size_t eol;
-        while ((eol = conn.in.find("\r\n", conn.in_pos)) == std::string::npos) {
-          if (Io io = ReadSome(conn, waiter); io != Io::kOk) return fail(io, "reading the body");
-        }
-        const std::string size_text = conn.in.substr(conn.in_pos, eol - conn.in_pos);
-        char* parse_end = nullptr;
-        const unsigned long long size = std::strtoull(size_text.c_str(), &parse_end, 16);
-        if (parse_end == size_text.c_str()) {
-          result.error = TransportError::kBroken;
-          result.message = "bad chunk size \"" + size_text.substr(0, 20) + "\"";
-          return result;
-        }
-        conn.in_pos = eol + 2;
-        if (size == 0) {
-          // Trailers, then an empty line.
-          for (;;) {
-            while ((eol = conn.in.find("\r\n", conn.in_pos)) == std::string::npos) {
-              if (Io io = ReadSome(conn, waiter); io != Io::kOk) {
-                return fail(io, "reading the body");
-              }
-            }
-            const bool last = eol == conn.in_pos;
-            conn.in_pos = eol + 2;
-            if (last) break;
-          }
-          break;
-        }
-        unsigned long long left = size;
-        while (left > 0) {
-          if (conn.in_pos == conn.in.size()) {
-            conn.in.clear();
-            conn.in_pos = 0;
-            if (Io io = ReadSome(conn, waiter); io != Io::kOk) return fail(io, "reading the body");
-          }
-          const std::size_t take =
-              static_cast<std::size_t>(std::min<unsigned long long>(left, conn.in.size() -
-                                                                              conn.in_pos));
-          const std::string_view piece(conn.in.data() + conn.in_pos, take);
-          conn.in_pos += take;
-          left -= take;
-          if (!deliver(piece)) return aborted();
-        }
-        while (conn.in.size() - conn.in_pos < 2) {
-          if (Io io = ReadSome(conn, waiter); io != Io::kOk) return fail(io, "reading the body");
-        }
-        conn.in_pos += 2;  // the chunk's CRLF
-        if (conn.in_pos > 64 * 1024) {
-          conn.in.erase(0, conn.in_pos);
-          conn.in_pos = 0;
-        }
-      }
-      reusable = !close;
-      return result;
-    }
-    if (content_length >= 0) {
-      unsigned long long left = static_cast<unsigned long long>(content_length);
-      while (left > 0) {
-        if (conn.in_pos == conn.in.size()) {
-          conn.in.clear();
-          conn.in_pos = 0;
-          if (Io io = ReadSome(conn, waiter); io != Io::kOk) return fail(io, "reading the body");
-        }
-        const std::size_t take = static_cast<std::size_t>(
-            std::min<unsigned long long>(left, conn.in.size() - conn.in_pos));
-        const std::string_view piece(conn.in.data() + conn.in_pos, take);
-        conn.in_pos += take;
-        left -= take;
-        if (!deliver(piece)) return aborted();
-      }
-      reusable = !close;
-      return result;
-    }
-    // No length: the body ends when the server closes the connection.
-    for (;;) {
-      if (conn.in_pos < conn.in.size()) {
-        const std::string_view piece(conn.in.data() + conn.in_pos, conn.in.size() - conn.in_pos);
-        conn.in_pos = conn.in.size();
-        if (!deliver(piece)) return aborted();
-      }
-      conn.in.clear();
-      conn.in_pos = 0;
-      const Io io = ReadSome(conn, waiter);
-      if (io == Io::kEof) break;
-      if (io != Io::kOk) return fail(io, "reading the body");
-    }
+    reusable = complete && !head->close;
     return result;
   }
 

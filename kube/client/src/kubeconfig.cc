@@ -195,6 +195,7 @@ absl::StatusOr<RestConfig> Parse(const std::vector<Doc>& docs, const KubeconfigO
   const std::string& cluster_dir = found_cluster.doc->base_dir;
   RestConfig config;
   config.server = Str(cluster, "server");
+  config.namespace_name = Str(context.node, "namespace");
   const std::string where_cluster = found_cluster.doc->source + ": cluster \"" + cluster_name + "\"";
   if (config.server.empty()) return InvalidArgument(where_cluster + " has no server");
   while (!config.server.empty() && config.server.back() == '/') config.server.pop_back();
@@ -586,6 +587,13 @@ absl::StatusOr<RestConfig> InClusterConfig(const InClusterOptions& options) {
   std::error_code ec;
   if (std::filesystem::exists(options.ca_file, ec)) {
     config.certificate_authority_file = options.ca_file;
+  }
+  if (std::ifstream in(options.namespace_file); in) {
+    std::getline(in, config.namespace_name);
+    while (!config.namespace_name.empty() && std::isspace(static_cast<unsigned char>(
+                                                 config.namespace_name.back()))) {
+      config.namespace_name.pop_back();
+    }
   }
   return config;
 }

@@ -15,7 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "devlet/common/status.h"
 #include "devlet/kube/rest_client.h"
-#include "http_transport.h"
+#include "devlet/kube/http_transport.h"
 
 namespace devlet::kube {
 
@@ -366,7 +366,14 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
   std::mt19937 rng(std::random_device{}());
   auto backoff = [&](int attempt, long retry_after_s) {
     std::chrono::milliseconds delay = config_.initial_backoff * (1LL << std::min(attempt, 20));
-    if (retry_after_s >= 0) delay = std::chrono::seconds(retry_after_s);
+    if (retry_after_s >= 0) {
+      // Compared in seconds: a huge Retry-After overflowed when converted to milliseconds
+      // (UBSan, fuzz/http_response_fuzzer.cc).
+      const auto cap = std::chrono::ceil<std::chrono::seconds>(config_.max_backoff);
+      delay = retry_after_s >= cap.count() ? config_.max_backoff
+                                           : std::chrono::milliseconds(
+                                                 std::chrono::seconds(retry_after_s));
+    }
     delay = std::min(delay, config_.max_backoff);
     if (retry_after_s < 0 && delay.count() > 1) {
       delay += std::chrono::milliseconds(

@@ -21,6 +21,16 @@ std::string Describe(Kind kind, const ObjectKey& key) {
   return out;
 }
 
+// StringField reads `key` of a JSON object as a string: `fallback` when `value` is not an object
+// or the field is absent or not a string. The API server's answers are read with it, not with
+// nlohmann's value(), which throws on either (an uncaught exception in a watch thread ended the
+// process: fuzz/http_response_fuzzer.cc).
+std::string StringField(const Json& value, const char* key, const std::string& fallback = "") {
+  if (!value.is_object()) return fallback;
+  const auto it = value.find(key);
+  return it != value.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 ObjectKey KeyOf(const Object& object) {
   const ObjectMeta& meta = MetadataOf(object);
   return ObjectKey{meta.namespace_, meta.name};
@@ -129,6 +139,7 @@ absl::StatusOr<std::pair<std::vector<Object>, std::string>> ApiServerStore::List
   std::vector<Object> out;
   std::string resource_version;
   std::string continue_token;
+  std::string previous_token;
   do {
     RestRequest request{.path = ResourcePath(kind, options.namespace_name),
                         .query = ListQuery(kind, options), .what = what};
@@ -137,14 +148,16 @@ absl::StatusOr<std::pair<std::vector<Object>, std::string>> ApiServerStore::List
     }
     if (!continue_token.empty()) request.query.emplace_back("continue", continue_token);
     DEVLET_ASSIGN_OR_RETURN(RestResponse response, client_->Do(request));
-    Json meta;
-    try {
-      meta = Json::parse(response.body).value("metadata", Json::object());
-    } catch (const std::exception& e) {
-      return Internal(what + ": the API server's answer is not JSON: " + e.what());
+    Json doc = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return Internal(what + ": the API server's answer is not JSON");
+    const Json meta = doc.is_object() && doc.contains("metadata") ? doc["metadata"] : Json();
+    resource_version = StringField(meta, "resourceVersion");
+    previous_token = std::move(continue_token);
+    continue_token = StringField(meta, "continue");
+    if (!continue_token.empty() && continue_token == previous_token) {
+      // The same page again, forever: the list would never end.
+      return Internal(what + ": the API server answered the continue token with itself");
     }
-    resource_version = meta.value("resourceVersion", "");
-    continue_token = meta.value("continue", "");
     DEVLET_ASSIGN_OR_RETURN(
         std::vector<Object> page,
         DecodeJson(response.body, {.source = what + ": response", .skip_unknown_kinds = true}));
@@ -365,17 +378,20 @@ class RestWatch final : public kube::Watcher {
             } catch (const std::exception&) {
               return false;  // a broken stream: reconnect
             }
-            const std::string type = event.value("type", "");
-            const Json& object = event.contains("object") ? event["object"] : Json::object();
+            const std::string type = StringField(event, "type");
+            static const Json kNoObject = Json::object();
+            const Json& object =
+                event.is_object() && event.contains("object") ? event["object"] : kNoObject;
             if (type == "BOOKMARK") {
-              if (object.contains("metadata")) {
-                rv = object["metadata"].value("resourceVersion", rv);
+              if (object.is_object() && object.contains("metadata")) {
+                rv = StringField(object["metadata"], "resourceVersion", rv);
               }
               progressed = true;
               return true;
             }
             if (type == "ERROR") {
-              if (object.value("code", 0) == 410) relist = true;
+              const auto code = object.is_object() ? object.find("code") : object.end();
+              if (code != object.end() && code->is_number() && *code == 410) relist = true;
               return false;
             }
             absl::StatusOr<Object> decoded = DecodeObject(object.dump(), request.what);

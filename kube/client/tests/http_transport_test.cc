@@ -11,6 +11,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,12 +20,13 @@
 #include "devlet/kube/rest_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "http_transport.h"
+#include "devlet/kube/http_transport.h"
 
 namespace devlet::kube {
 namespace {
 
 using ::devlet::testing::StatusIs;
+using ::devlet::testing::IsOkAndHolds;
 using ::testing::HasSubstr;
 using internal::HttpExchange;
 using internal::HttpResult;
@@ -341,6 +343,86 @@ TEST(RestClientTransportTest, RetriesOnlyWhatIsSafeToRepeat) {
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("Node \"n\": POST https://api.example/api/v1/nodes: reset")));
   EXPECT_EQ(poster->stats().requests.load(), 2);
+}
+
+// Answers of the wrong shape from an API server, found by fuzz/http_response_fuzzer (inputs in
+// fuzz/corpus/http_response_fuzzer/): list metadata that is not an object or a continue token that
+// is not a string threw out of ListWithVersion (nlohmann's value()), watch lines of the wrong
+// shape threw in the watch's thread (std::terminate), a continue token answered with itself made
+// the list loop forever, and a huge Retry-After overflowed when converted to milliseconds. Now
+// each is an error, or a line skipped with the watch going on.
+TEST(ApiServerStoreRawTest, AnswersOfTheWrongShapeAreErrorsNotCrashes) {
+  std::mutex mu;
+  std::string list_answer;
+  std::string watch_answer;
+  ScriptServer server([&](int fd, int) {
+    for (std::string request; !(request = ScriptServer::ReadRequest(fd)).empty();) {
+      std::string answer;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        answer = request.find("watch=true") != std::string::npos ? watch_answer : list_answer;
+      }
+      if (answer.rfind("HTTP/", 0) != 0) {
+        answer = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(answer.size()) +
+                 "\r\n\r\n" + answer;
+      }
+      ScriptServer::Send(fd, answer);
+    }
+  });
+  auto answer = [&](std::string list, std::string watch = "") {
+    std::lock_guard<std::mutex> lock(mu);
+    list_answer = std::move(list);
+    watch_answer = std::move(watch);
+  };
+  RestConfig config;
+  config.server = server.url();
+  config.qps = 0;
+  config.max_retries = 1;
+  config.initial_backoff = std::chrono::milliseconds(1);
+  config.max_backoff = std::chrono::milliseconds(5);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<ApiServerStore> store, ApiServerStore::Create(config));
+
+    answer(R"({"kind":"PodList","apiVersion":"v1","metadata":5,"items":[]})");
+    EXPECT_THAT(store->List(Kind::kPod, {}), IsOkAndHolds(::testing::IsEmpty()));
+    answer(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":7,"continue":[]},"items":[]})");
+    EXPECT_OK(store->List(Kind::kPod, {}).status());
+    answer(R"({"kind":"PodList","apiVersion":"v1","metadata":{"continue":"again"},"items":[]})");
+    EXPECT_THAT(store->List(Kind::kPod, {}),
+                StatusIs(absl::StatusCode::kInternal, HasSubstr("continue token")));
+    answer("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 99999999999999999999\r\n"
+           "Content-Length: 2\r\n\r\n{}");
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THAT(store->List(Kind::kPod, {}), StatusIs(absl::StatusCode::kResourceExhausted));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+
+    // Lines of every wrong shape, then a good event: the watch skips them and delivers it.
+    const std::string pod =
+        R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default",)"
+        R"("resourceVersion":"5"},"spec":{"containers":[{"name":"c","image":"i"}]}})";
+    answer(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})",
+           "5\n[1]\n{\"type\":5}\n{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":7}}\n"
+           "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":7}}}\n"
+           "{\"type\":\"ADDED\",\"object\":3}\n{\"type\":\"ADDED\",\"object\":" + pod + "}\n"
+           "{\"type\":\"ERROR\",\"object\":{\"code\":\"410\"}}\n{\"type\":\"ERROR\",\"object\":4}\n");
+    std::mutex events_mu;
+    std::vector<std::string> names;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Watcher> watch,
+                         store->Watch(Kind::kPod, {}, [&](const WatchEvent& event) {
+                           std::lock_guard<std::mutex> lock(events_mu);
+                           names.push_back(MetadataOf(event.object).name);
+                         }));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (bool seen = false; !seen && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::lock_guard<std::mutex> lock(events_mu);
+      seen = !names.empty();
+    }
+    watch.reset();
+    std::lock_guard<std::mutex> lock(events_mu);
+    ASSERT_FALSE(names.empty());
+    EXPECT_EQ(names.front(), "p");
+  }
 }
 
 }  // namespace

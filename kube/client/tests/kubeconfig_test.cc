@@ -86,7 +86,7 @@ contexts:
 - name: one
   context: {cluster: c1, user: u1}
 - name: two
-  context: {cluster: c2, user: u2}
+  context: {cluster: c2, user: u2, namespace: team-b}
 - name: three
   context: {cluster: c1, user: u3}
 - name: four
@@ -99,6 +99,7 @@ TEST(KubeconfigTest, CurrentContextTokenAndRelativePaths) {
   EXPECT_EQ(config.token, "abc");
   EXPECT_EQ(config.certificate_authority_file, "/home/me/.kube/certs/ca.crt");
   EXPECT_FALSE(config.insecure_skip_tls_verify);
+  EXPECT_EQ(config.namespace_name, "");  // the context names none
 }
 
 TEST(KubeconfigTest, NamedContextInlineDataAndInsecure) {
@@ -110,6 +111,7 @@ TEST(KubeconfigTest, NamedContextInlineDataAndInsecure) {
   EXPECT_EQ(config.token_file, "/var/token");
   EXPECT_EQ(config.client_certificate_data, "hello");
   EXPECT_EQ(config.client_key_data, "key");
+  EXPECT_EQ(config.namespace_name, "team-b");
 }
 
 TEST(KubeconfigTest, Errors) {

@@ -260,11 +260,16 @@ TEST(RestClientTest, InClusterConfig) {
   std::ofstream(dir + "/token") << "sa-token";
   std::ofstream(dir + "/ca.crt") << "not really a CA";
   InClusterOptions options{.token_file = dir + "/token", .ca_file = dir + "/ca.crt",
-                           .host = "10.96.0.1", .port = "443"};
+                           .namespace_file = dir + "/namespace", .host = "10.96.0.1",
+                           .port = "443"};
   ASSERT_OK_AND_ASSIGN(RestConfig config, InClusterConfig(options));
   EXPECT_EQ(config.server, "https://10.96.0.1:443");
   EXPECT_EQ(config.token_file, dir + "/token");
   EXPECT_EQ(config.certificate_authority_file, dir + "/ca.crt");
+  EXPECT_EQ(config.namespace_name, "");  // no namespace file: none
+  std::ofstream(dir + "/namespace") << "team-a\n";
+  ASSERT_OK_AND_ASSIGN(config, InClusterConfig(options));
+  EXPECT_EQ(config.namespace_name, "team-a");
   options.host = "fd00::1";
   ASSERT_OK_AND_ASSIGN(config, InClusterConfig(options));
   EXPECT_EQ(config.server, "https://[fd00::1]:443");

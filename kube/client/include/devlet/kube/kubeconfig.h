@@ -41,6 +41,10 @@ struct ExecConfig {
 struct RestConfig {
   // Base URL, e.g. "https://10.0.0.1:443" (a trailing path prefix is kept).
   std::string server;
+  // The default namespace of commands (kubectl's): the kubeconfig context's `namespace`, or
+  // in-cluster the service account's namespace file; empty when neither names one. The client
+  // itself does not use it.
+  std::string namespace_name;
 
   // ---- Credentials (any combination the server accepts) ----
   // Bearer token. When token_file is set it wins and is re-read (rotation): at most every
@@ -143,6 +147,8 @@ absl::StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const RestC
 struct InClusterOptions {
   std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
   std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+  // The pod's namespace (RestConfig::namespace_name); optional.
+  std::string namespace_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
   // Empty: read KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT.
   std::string host;
   std::string port;

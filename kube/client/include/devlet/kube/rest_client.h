@@ -44,7 +44,7 @@
 namespace devlet::kube {
 
 namespace internal {
-class Transport;  // src/http_transport.h
+class Transport;  // devlet/kube/http_transport.h
 }  // namespace internal
 
 // RestRequest is one API request. `path` starts with "/" ("/api/v1/nodes/n1").

@@ -1,4 +1,5 @@
-// Private helpers shared by the codec sources: the JSON tree type and input limits.
+// The codec's JSON helpers, shared by its sources: the JSON tree type and input limits. Namespace
+// internal: not an API for other modules; a public header so that kube_test can test them.
 #pragma once
 
 #include <algorithm>

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "devlet/common/status.h"
 
@@ -215,6 +217,130 @@ class Decoder {
   bool yaml_;
 };
 
+// DecodeList decodes each element of the list `j` (absent or null: none) with `decode`, naming
+// the element's index in errors.
+template <typename T, typename Decode>
+absl::Status DecodeList(const Decoder& d, const json& j, const std::string& path, Decode decode,
+                        std::vector<T>* out) {
+  DEVLET_RETURN_IF_ERROR(d.Array(j, path));
+  if (!j.is_array()) return absl::OkStatus();
+  for (size_t i = 0; i < j.size(); ++i) {
+    DEVLET_ASSIGN_OR_RETURN(T value, decode(d, j[i], Decoder::Index(path, i)));
+    out->push_back(std::move(value));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceNode> DecodeDeviceNode(const Decoder& d, const json& n,
+                                            const std::string& p) {
+  DEVLET_RETURN_IF_ERROR(d.Object(n, p,
+                                  {"path", "hostPath", "type", "major", "minor", "fileMode",
+                                   "permissions", "uid", "gid"}));
+  DeviceNode node;
+  for (const auto& [key, value] : n.items()) {
+    const std::string fp = Decoder::Join(p, key);
+    if (key == "path") {
+      DEVLET_ASSIGN_OR_RETURN(node.path, d.String(value, fp));
+    } else if (key == "hostPath") {
+      DEVLET_ASSIGN_OR_RETURN(node.host_path, d.String(value, fp));
+    } else if (key == "type") {
+      DEVLET_ASSIGN_OR_RETURN(node.type, d.String(value, fp));
+    } else if (key == "permissions") {
+      DEVLET_ASSIGN_OR_RETURN(node.permissions, d.String(value, fp));
+    } else if (value.is_null()) {
+      continue;
+    } else if (key == "major") {
+      DEVLET_ASSIGN_OR_RETURN(node.major, d.Integer<std::int64_t>(value, fp));
+    } else if (key == "minor") {
+      DEVLET_ASSIGN_OR_RETURN(node.minor, d.Integer<std::int64_t>(value, fp));
+    } else if (key == "fileMode") {
+      DEVLET_ASSIGN_OR_RETURN(node.file_mode, d.Integer<std::uint32_t>(value, fp));
+    } else if (key == "uid") {
+      DEVLET_ASSIGN_OR_RETURN(node.uid, d.Integer<std::uint32_t>(value, fp));
+    } else if (key == "gid") {
+      DEVLET_ASSIGN_OR_RETURN(node.gid, d.Integer<std::uint32_t>(value, fp));
+    }
+  }
+  return node;
+}
+
+absl::StatusOr<NetDevice> DecodeNetDevice(const Decoder& d, const json& n, const std::string& p) {
+  DEVLET_RETURN_IF_ERROR(d.Object(n, p, {"hostInterfaceName", "name"}));
+  NetDevice dev;
+  if (n.contains("hostInterfaceName")) {
+    DEVLET_ASSIGN_OR_RETURN(dev.host_interface_name,
+                            d.String(n["hostInterfaceName"], p + ".hostInterfaceName"));
+  }
+  if (n.contains("name")) {
+    DEVLET_ASSIGN_OR_RETURN(dev.name, d.String(n["name"], p + ".name"));
+  }
+  return dev;
+}
+
+absl::StatusOr<Hook> DecodeHook(const Decoder& d, const json& h, const std::string& p) {
+  DEVLET_RETURN_IF_ERROR(d.Object(h, p, {"hookName", "path", "args", "env", "timeout"}));
+  Hook hook;
+  for (const auto& [key, value] : h.items()) {
+    const std::string fp = Decoder::Join(p, key);
+    if (key == "hookName") {
+      DEVLET_ASSIGN_OR_RETURN(hook.hook_name, d.String(value, fp));
+    } else if (key == "path") {
+      DEVLET_ASSIGN_OR_RETURN(hook.path, d.String(value, fp));
+    } else if (key == "args") {
+      DEVLET_ASSIGN_OR_RETURN(hook.args, d.Strings(value, fp));
+    } else if (key == "env") {
+      DEVLET_ASSIGN_OR_RETURN(hook.env, d.Strings(value, fp));
+    } else if (key == "timeout" && !value.is_null()) {
+      DEVLET_ASSIGN_OR_RETURN(hook.timeout, d.Integer<int>(value, fp));
+    }
+  }
+  return hook;
+}
+
+absl::StatusOr<Mount> DecodeMount(const Decoder& d, const json& m, const std::string& p) {
+  DEVLET_RETURN_IF_ERROR(d.Object(m, p, {"hostPath", "containerPath", "options", "type"}));
+  Mount mount;
+  for (const auto& [key, value] : m.items()) {
+    const std::string fp = Decoder::Join(p, key);
+    if (key == "hostPath") {
+      DEVLET_ASSIGN_OR_RETURN(mount.host_path, d.String(value, fp));
+    } else if (key == "containerPath") {
+      DEVLET_ASSIGN_OR_RETURN(mount.container_path, d.String(value, fp));
+    } else if (key == "options") {
+      DEVLET_ASSIGN_OR_RETURN(mount.options, d.Strings(value, fp));
+    } else if (key == "type") {
+      DEVLET_ASSIGN_OR_RETURN(mount.type, d.String(value, fp));
+    }
+  }
+  return mount;
+}
+
+absl::StatusOr<IntelRdt> DecodeIntelRdt(const Decoder& d, const json& r, const std::string& p) {
+  DEVLET_RETURN_IF_ERROR(
+      d.Object(r, p, {"closID", "l3CacheSchema", "memBwSchema", "schemata", "enableMonitoring"}));
+  IntelRdt rdt;
+  for (const auto& [key, value] : r.items()) {
+    const std::string fp = Decoder::Join(p, key);
+    if (key == "closID") {
+      DEVLET_ASSIGN_OR_RETURN(rdt.clos_id, d.String(value, fp));
+    } else if (key == "l3CacheSchema") {
+      DEVLET_ASSIGN_OR_RETURN(rdt.l3_cache_schema, d.String(value, fp));
+    } else if (key == "memBwSchema") {
+      DEVLET_ASSIGN_OR_RETURN(rdt.mem_bw_schema, d.String(value, fp));
+    } else if (key == "schemata" && !value.is_null()) {
+      DEVLET_ASSIGN_OR_RETURN(rdt.schemata, d.Strings(value, fp));
+    } else if (key == "enableMonitoring") {
+      DEVLET_ASSIGN_OR_RETURN(rdt.enable_monitoring, d.Bool(value, fp));
+    }
+  }
+  return rdt;
+}
+
+absl::StatusOr<std::uint32_t> DecodeGid(const Decoder& d, const json& g, const std::string& p) {
+  return d.Integer<std::uint32_t>(g, p);
+}
+
+// DecodeEdits reads containerEdits field by field, in the order errors are reported.
 absl::StatusOr<ContainerEdits> DecodeEdits(const Decoder& d, const json& j,
                                            const std::string& path) {
   ContainerEdits out;
@@ -228,146 +354,20 @@ absl::StatusOr<ContainerEdits> DecodeEdits(const Decoder& d, const json& j,
     return it == j.end() ? kNull : *it;
   };
   DEVLET_ASSIGN_OR_RETURN(out.env, d.Strings(field("env"), Decoder::Join(path, "env")));
-
-  const std::string nodes_path = Decoder::Join(path, "deviceNodes");
-  DEVLET_RETURN_IF_ERROR(d.Array(field("deviceNodes"), nodes_path));
-  if (field("deviceNodes").is_array()) {
-    for (size_t i = 0; i < field("deviceNodes").size(); ++i) {
-      const json& n = field("deviceNodes")[i];
-      const std::string p = Decoder::Index(nodes_path, i);
-      DEVLET_RETURN_IF_ERROR(d.Object(n, p,
-                                      {"path", "hostPath", "type", "major", "minor", "fileMode",
-                                       "permissions", "uid", "gid"}));
-      DeviceNode node;
-      for (const auto& [key, value] : n.items()) {
-        const std::string fp = Decoder::Join(p, key);
-        if (key == "path") {
-          DEVLET_ASSIGN_OR_RETURN(node.path, d.String(value, fp));
-        } else if (key == "hostPath") {
-          DEVLET_ASSIGN_OR_RETURN(node.host_path, d.String(value, fp));
-        } else if (key == "type") {
-          DEVLET_ASSIGN_OR_RETURN(node.type, d.String(value, fp));
-        } else if (key == "permissions") {
-          DEVLET_ASSIGN_OR_RETURN(node.permissions, d.String(value, fp));
-        } else if (value.is_null()) {
-          continue;
-        } else if (key == "major") {
-          DEVLET_ASSIGN_OR_RETURN(node.major, d.Integer<std::int64_t>(value, fp));
-        } else if (key == "minor") {
-          DEVLET_ASSIGN_OR_RETURN(node.minor, d.Integer<std::int64_t>(value, fp));
-        } else if (key == "fileMode") {
-          DEVLET_ASSIGN_OR_RETURN(node.file_mode, d.Integer<std::uint32_t>(value, fp));
-        } else if (key == "uid") {
-          DEVLET_ASSIGN_OR_RETURN(node.uid, d.Integer<std::uint32_t>(value, fp));
-        } else if (key == "gid") {
-          DEVLET_ASSIGN_OR_RETURN(node.gid, d.Integer<std::uint32_t>(value, fp));
-        }
-      }
-      out.device_nodes.push_back(std::move(node));
-    }
-  }
-
-  const std::string net_path = Decoder::Join(path, "netDevices");
-  DEVLET_RETURN_IF_ERROR(d.Array(field("netDevices"), net_path));
-  if (field("netDevices").is_array()) {
-    for (size_t i = 0; i < field("netDevices").size(); ++i) {
-      const json& n = field("netDevices")[i];
-      const std::string p = Decoder::Index(net_path, i);
-      DEVLET_RETURN_IF_ERROR(d.Object(n, p, {"hostInterfaceName", "name"}));
-      NetDevice dev;
-      if (n.contains("hostInterfaceName")) {
-        DEVLET_ASSIGN_OR_RETURN(dev.host_interface_name,
-                                d.String(n["hostInterfaceName"], p + ".hostInterfaceName"));
-      }
-      if (n.contains("name")) {
-        DEVLET_ASSIGN_OR_RETURN(dev.name, d.String(n["name"], p + ".name"));
-      }
-      out.net_devices.push_back(std::move(dev));
-    }
-  }
-
-  const std::string hooks_path = Decoder::Join(path, "hooks");
-  DEVLET_RETURN_IF_ERROR(d.Array(field("hooks"), hooks_path));
-  if (field("hooks").is_array()) {
-    for (size_t i = 0; i < field("hooks").size(); ++i) {
-      const json& h = field("hooks")[i];
-      const std::string p = Decoder::Index(hooks_path, i);
-      DEVLET_RETURN_IF_ERROR(d.Object(h, p, {"hookName", "path", "args", "env", "timeout"}));
-      Hook hook;
-      for (const auto& [key, value] : h.items()) {
-        const std::string fp = Decoder::Join(p, key);
-        if (key == "hookName") {
-          DEVLET_ASSIGN_OR_RETURN(hook.hook_name, d.String(value, fp));
-        } else if (key == "path") {
-          DEVLET_ASSIGN_OR_RETURN(hook.path, d.String(value, fp));
-        } else if (key == "args") {
-          DEVLET_ASSIGN_OR_RETURN(hook.args, d.Strings(value, fp));
-        } else if (key == "env") {
-          DEVLET_ASSIGN_OR_RETURN(hook.env, d.Strings(value, fp));
-        } else if (key == "timeout" && !value.is_null()) {
-          DEVLET_ASSIGN_OR_RETURN(hook.timeout, d.Integer<int>(value, fp));
-        }
-      }
-      out.hooks.push_back(std::move(hook));
-    }
-  }
-
-  const std::string mounts_path = Decoder::Join(path, "mounts");
-  DEVLET_RETURN_IF_ERROR(d.Array(field("mounts"), mounts_path));
-  if (field("mounts").is_array()) {
-    for (size_t i = 0; i < field("mounts").size(); ++i) {
-      const json& m = field("mounts")[i];
-      const std::string p = Decoder::Index(mounts_path, i);
-      DEVLET_RETURN_IF_ERROR(d.Object(m, p, {"hostPath", "containerPath", "options", "type"}));
-      Mount mount;
-      for (const auto& [key, value] : m.items()) {
-        const std::string fp = Decoder::Join(p, key);
-        if (key == "hostPath") {
-          DEVLET_ASSIGN_OR_RETURN(mount.host_path, d.String(value, fp));
-        } else if (key == "containerPath") {
-          DEVLET_ASSIGN_OR_RETURN(mount.container_path, d.String(value, fp));
-        } else if (key == "options") {
-          DEVLET_ASSIGN_OR_RETURN(mount.options, d.Strings(value, fp));
-        } else if (key == "type") {
-          DEVLET_ASSIGN_OR_RETURN(mount.type, d.String(value, fp));
-        }
-      }
-      out.mounts.push_back(std::move(mount));
-    }
-  }
-
+  DEVLET_RETURN_IF_ERROR(DecodeList(d, field("deviceNodes"), Decoder::Join(path, "deviceNodes"),
+                                    DecodeDeviceNode, &out.device_nodes));
+  DEVLET_RETURN_IF_ERROR(DecodeList(d, field("netDevices"), Decoder::Join(path, "netDevices"),
+                                    DecodeNetDevice, &out.net_devices));
+  DEVLET_RETURN_IF_ERROR(
+      DecodeList(d, field("hooks"), Decoder::Join(path, "hooks"), DecodeHook, &out.hooks));
+  DEVLET_RETURN_IF_ERROR(
+      DecodeList(d, field("mounts"), Decoder::Join(path, "mounts"), DecodeMount, &out.mounts));
   if (const json& r = field("intelRdt"); !r.is_null()) {
-    const std::string p = Decoder::Join(path, "intelRdt");
-    DEVLET_RETURN_IF_ERROR(d.Object(
-        r, p, {"closID", "l3CacheSchema", "memBwSchema", "schemata", "enableMonitoring"}));
-    IntelRdt rdt;
-    for (const auto& [key, value] : r.items()) {
-      const std::string fp = Decoder::Join(p, key);
-      if (key == "closID") {
-        DEVLET_ASSIGN_OR_RETURN(rdt.clos_id, d.String(value, fp));
-      } else if (key == "l3CacheSchema") {
-        DEVLET_ASSIGN_OR_RETURN(rdt.l3_cache_schema, d.String(value, fp));
-      } else if (key == "memBwSchema") {
-        DEVLET_ASSIGN_OR_RETURN(rdt.mem_bw_schema, d.String(value, fp));
-      } else if (key == "schemata" && !value.is_null()) {
-        DEVLET_ASSIGN_OR_RETURN(rdt.schemata, d.Strings(value, fp));
-      } else if (key == "enableMonitoring") {
-        DEVLET_ASSIGN_OR_RETURN(rdt.enable_monitoring, d.Bool(value, fp));
-      }
-    }
-    out.intel_rdt = std::move(rdt);
+    DEVLET_ASSIGN_OR_RETURN(out.intel_rdt, DecodeIntelRdt(d, r, Decoder::Join(path, "intelRdt")));
   }
-
-  const std::string gids_path = Decoder::Join(path, "additionalGids");
-  DEVLET_RETURN_IF_ERROR(d.Array(field("additionalGids"), gids_path));
-  if (field("additionalGids").is_array()) {
-    for (size_t i = 0; i < field("additionalGids").size(); ++i) {
-      DEVLET_ASSIGN_OR_RETURN(
-          std::uint32_t gid,
-          d.Integer<std::uint32_t>(field("additionalGids")[i], Decoder::Index(gids_path, i)));
-      out.additional_gids.push_back(gid);
-    }
-  }
+  DEVLET_RETURN_IF_ERROR(DecodeList(d, field("additionalGids"),
+                                    Decoder::Join(path, "additionalGids"), DecodeGid,
+                                    &out.additional_gids));
   return out;
 }
 

@@ -21,20 +21,10 @@ absl::Status Errno(int error, std::string_view what, std::string_view path) {
   return ErrnoToStatus(error, std::string(what) + " " + Quote(path));
 }
 
-std::string DirName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 class PosixFileSystem final : public FileSystem {
  public:
+  static AtomicWriteOps& Ops() { return PosixAtomicWriteOps(); }
+
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Errno(errno, "open", path);
@@ -55,64 +45,24 @@ class PosixFileSystem final : public FileSystem {
     return out;
   }
 
+  // The atomic-write steps are common/'s.
   absl::StatusOr<int> CreateTempFile(const std::string& dir, const std::string& prefix,
                                      const std::string& suffix, mode_t mode,
                                      std::string* path) override {
-    std::string name = dir + "/" + prefix + "XXXXXX" + suffix;
-    const int fd = ::mkostemps(name.data(), static_cast<int>(suffix.size()), O_CLOEXEC);
-    if (fd < 0) return Errno(errno, "create a temporary file in", dir);
-    if (::fchmod(fd, mode) != 0) {
-      const int error = errno;
-      ::close(fd);
-      ::unlink(name.c_str());
-      return Errno(error, "chmod", name);
-    }
-    *path = name;
-    return fd;
+    return Ops().CreateTempFile(dir, prefix, suffix, mode, path);
   }
-
   absl::Status Write(int fd, std::string_view data, const std::string& path) override {
-    while (!data.empty()) {
-      const ssize_t n = ::write(fd, data.data(), data.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Errno(errno, "write", path);
-      }
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return absl::OkStatus();
+    return Ops().Write(fd, data, path);
   }
-
-  absl::Status Sync(int fd, const std::string& path) override {
-    if (::fsync(fd) != 0) return Errno(errno, "fsync", path);
-    return absl::OkStatus();
-  }
-
-  absl::Status Close(int fd, const std::string& path) override {
-    if (::close(fd) != 0) return Errno(errno, "close", path);
-    return absl::OkStatus();
-  }
-
+  absl::Status Sync(int fd, const std::string& path) override { return Ops().Sync(fd, path); }
+  absl::Status Close(int fd, const std::string& path) override { return Ops().Close(fd, path); }
   absl::Status Rename(const std::string& from, const std::string& to) override {
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-      return ErrnoToStatus(errno, "rename " + Quote(from) + " to " + Quote(to));
-    }
-    return absl::OkStatus();
+    return Ops().Rename(from, to);
   }
-
-  absl::Status SyncDir(const std::string& dir) override {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return Errno(errno, "open directory", dir);
-    const int rc = ::fsync(fd);
-    const int error = errno;
-    ::close(fd);
-    if (rc != 0) return Errno(error, "fsync directory", dir);
-    return absl::OkStatus();
-  }
-
-  absl::Status Remove(const std::string& path) override {
-    if (::unlink(path.c_str()) != 0) return Errno(errno, "remove", path);
-    return absl::OkStatus();
+  absl::Status SyncDir(const std::string& dir) override { return Ops().SyncDir(dir); }
+  absl::Status Remove(const std::string& path) override { return Ops().Remove(path); }
+  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
+    return Ops().MakeDirs(dir, mode);
   }
 
   absl::StatusOr<int> OpenFile(const std::string& path) override {
@@ -183,22 +133,6 @@ class PosixFileSystem final : public FileSystem {
     return out;
   }
 
-  absl::Status MakeDirs(const std::string& dir, mode_t mode) override {
-    if (dir.empty()) return absl::OkStatus();
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) == 0) {
-      if (S_ISDIR(st.st_mode)) return absl::OkStatus();
-      return FailedPrecondition(Quote(dir) + " exists and is not a directory");
-    }
-    const std::string parent = DirName(dir);
-    if (parent != dir) {
-      DEVLET_RETURN_IF_ERROR(MakeDirs(parent, mode));
-    }
-    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-      return Errno(errno, "create directory", dir);
-    }
-    return absl::OkStatus();
-  }
 };
 
 }  // namespace
@@ -206,38 +140,6 @@ class PosixFileSystem final : public FileSystem {
 FileSystem& RealFileSystem() {
   static PosixFileSystem* fs = new PosixFileSystem();
   return *fs;
-}
-
-absl::Status WriteFileAtomically(FileSystem& fs, const std::string& path, std::string_view data,
-                                 const AtomicWriteOptions& options) {
-  const std::string dir = DirName(path);
-  const std::string base = BaseName(path);
-  if (base.empty()) {
-    return InvalidArgument("write " + Quote(path) + ": not a file name");
-  }
-  if (options.create_dirs) {
-    DEVLET_RETURN_IF_ERROR(fs.MakeDirs(dir, options.dir_mode));
-  }
-  std::string temp;
-  DEVLET_ASSIGN_OR_RETURN(int fd, fs.CreateTempFile(dir, "." + base + ".", ".tmp", options.mode,
-                                                    &temp));
-  auto fail = [&](const absl::Status& status, bool close_fd) {
-    if (close_fd) (void)fs.Close(fd, temp);
-    (void)fs.Remove(temp);
-    return WithContext(status, "write " + Quote(path));
-  };
-  if (absl::Status s = fs.Write(fd, data, temp); !s.ok()) return fail(s, true);
-  if (options.sync) {
-    if (absl::Status s = fs.Sync(fd, temp); !s.ok()) return fail(s, true);
-  }
-  if (absl::Status s = fs.Close(fd, temp); !s.ok()) return fail(s, false);
-  if (absl::Status s = fs.Rename(temp, path); !s.ok()) return fail(s, false);
-  if (!options.sync) return absl::OkStatus();
-  if (absl::Status s = fs.SyncDir(dir); !s.ok()) {
-    // The new file is in place; only its durability across a power loss is in doubt.
-    return WithContext(s, "write " + Quote(path));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int> RemoveTempFiles(FileSystem& fs, const std::string& dir,

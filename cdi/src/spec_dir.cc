@@ -69,7 +69,8 @@ absl::StatusOr<std::string> WriteSpec(const std::string& dir, std::string_view n
     return InvalidArgument(context + ": kind: class longer than 63 characters");
   }
   DEVLET_RETURN_IF_ERROR(WriteFileAtomically(Fs(options.fs), path, EncodeSpecJson(spec),
-                                             {.mode = options.mode, .sync = options.sync}));
+                                             {.mode = options.mode, .create_dirs = true,
+                                              .sync = options.sync}));
   return path;
 }
 

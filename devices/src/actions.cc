@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "devlet/common/files.h"
 #include "devlet/common/status.h"
 
 namespace devlet::devices {
@@ -128,27 +129,8 @@ absl::Status SriovLedger::SaveLocked() const {
             " previousAutoprobe=" + std::to_string(entry.creation.previous_autoprobe) +
             " holders=" + holders + "\n";
   }
-  // Write a temporary file, fsync it, rename it over the ledger: a crash leaves the old or the new.
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoToStatus(errno, "writing SR-IOV ledger " + tmp);
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      return ErrnoToStatus(error, "writing SR-IOV ledger " + tmp);
-    }
-    written += static_cast<size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    return ErrnoToStatus(errno, "renaming SR-IOV ledger " + tmp);
-  }
-  return absl::OkStatus();
+  // common/'s atomic writer: a crash leaves the old ledger or the new one.
+  return WithContext(WriteFileAtomically(path_, text, 0600), "writing SR-IOV ledger");
 }
 
 absl::Status SriovLedger::Hold(const ActionRecord& record, const std::string& holder) {

@@ -135,8 +135,27 @@ absl::Status ValidateDeviceSet(const DeviceSet& set) {
     const std::string where = "device \"" + d.name + "\"";
     if (!IsDnsLabel(d.name)) return InvalidArgument(where + ": name must be a DNS label");
     if (!names.insert(d.name).second) return InvalidArgument(where + " is defined twice");
-    if (d.attributes.size() + d.capacities.size() > 32) {
+    if (d.attributes.size() + d.list_attributes.size() + d.capacities.size() > 32) {
       return InvalidArgument(where + ": more than 32 attributes and capacities");
+    }
+    for (const auto& [name, values] : d.list_attributes) {
+      if (!IsQualifiedName(name)) {
+        return InvalidArgument(where + ": attribute name \"" + name + "\" is not a qualified name");
+      }
+      if (d.attributes.contains(name)) {
+        return InvalidArgument(where + ": attribute " + name + " is both a value and a list");
+      }
+      if (values.empty()) return InvalidArgument(where + ": list attribute " + name + " is empty");
+      for (const AttributeValue& v : values) {
+        if (v.index() != values.front().index()) {
+          return InvalidArgument(where + ": list attribute " + name + " mixes value types");
+        }
+        const std::string text = AttributeToString(v);
+        if (text.size() > 66) {  // 64 plus the quotes AttributeToString puts around strings
+          return InvalidArgument(where + ": list attribute " + name +
+                                 " has an element longer than 64 characters");
+        }
+      }
     }
     for (const auto& [name, value] : d.attributes) {
       if (!IsQualifiedName(name)) {
@@ -158,6 +177,26 @@ absl::Status ValidateDeviceSet(const DeviceSet& set) {
         return InvalidArgument(where + ": capacity " + name +
                                " has a request policy but the device does not allow multiple "
                                "allocations");
+      }
+    }
+    for (const auto& [name, n] : d.node_allocatable) {
+      const std::string what = where + ": nodeAllocatableResources " + name;
+      if (name != "cpu" && name != "memory" && name.rfind("hugepages-", 0) != 0) {
+        return InvalidArgument(what + ": not a node allocatable resource (cpu, memory, "
+                               "hugepages-<size>)");
+      }
+      const bool mapping = !n.capacity_key.empty() || !n.device_multiplier.empty();
+      const bool overhead = !n.overhead_per_pod.empty() || !n.overhead_per_container.empty();
+      if (!mapping && !overhead) return InvalidArgument(what + ": needs a mapping or an overhead");
+      if (!n.capacity_key.empty() && !d.capacities.contains(n.capacity_key)) {
+        return InvalidArgument(what + ": capacityKey \"" + n.capacity_key +
+                               "\" is not a capacity of the device");
+      }
+      if (n.capacity_key.empty() != n.capacity_multiplier.empty()) {
+        return InvalidArgument(what + ": capacityKey and capacityMultiplier go together");
+      }
+      if (!n.capacity_key.empty() && !n.device_multiplier.empty()) {
+        return InvalidArgument(what + ": capacityKey and deviceMultiplier exclude each other");
       }
     }
     if (d.consumes_counters.size() > 2) {
@@ -274,6 +313,31 @@ std::string DeviceSetFingerprint(const DeviceSet& set) {
       AddQuantities(h, consumption.counters);
     }
     h.Add(device->allow_multiple_allocations ? 1 : 0);
+    // Only when present, so that the fingerprints of sets without them stay what they were.
+    if (!device->list_attributes.empty()) {
+      h.Add("listAttributes");
+      h.Add(static_cast<std::int64_t>(device->list_attributes.size()));
+      for (const auto& [name, values] : device->list_attributes) {
+        h.Add(name);
+        h.Add(static_cast<std::int64_t>(values.size()));
+        for (const AttributeValue& v : values) {
+          h.Add(static_cast<std::int64_t>(v.index()));
+          h.Add(AttributeToString(v));
+        }
+      }
+    }
+    if (device->skip_node_operations) h.Add("skipNodeOperations");
+    if (!device->node_allocatable.empty()) {
+      h.Add("nodeAllocatable");
+      h.Add(static_cast<std::int64_t>(device->node_allocatable.size()));
+      for (const auto& [name, n] : device->node_allocatable) {
+        h.Add(name);
+        for (const std::string* v : {&n.capacity_key, &n.capacity_multiplier, &n.device_multiplier,
+                                     &n.overhead_per_pod, &n.overhead_per_container}) {
+          h.Add(*v);
+        }
+      }
+    }
   }
   std::vector<const CounterSet*> sets;
   for (const CounterSet& counter_set : set.counter_sets) sets.push_back(&counter_set);

@@ -143,6 +143,94 @@ absl::StatusOr<AttributeValue> ParseAttribute(const std::string& profile, const 
   return AttributeValue(std::string(node.Scalar()));
 }
 
+// A quantity of the profile, as text: a scalar made of the characters a Kubernetes quantity uses
+// (the slice adapter parses it exactly and names the device when it does not parse).
+absl::StatusOr<std::string> QuantityText(const std::string& profile, const std::string& field,
+                                         const YAML::Node& node) {
+  if (!node.IsScalar() || node.Scalar().empty()) {
+    return FieldError(profile, field, node, "must be a quantity such as 2Gi or 500m");
+  }
+  for (char c : node.Scalar()) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '+' && c != '-') {
+      return FieldError(profile, field, node,
+                        "\"" + node.Scalar() + "\" is not a quantity such as 2Gi or 500m");
+    }
+  }
+  return node.Scalar();
+}
+
+// nodeAllocatableResources: {<resource>: {mapping: {capacityKey, capacityMultiplier,
+// deviceMultiplier}, overhead: {perPod, perContainer}}} (KEP-5517, the API's own shape).
+absl::StatusOr<std::map<std::string, NodeAllocatable>> ParseNodeAllocatable(
+    const std::string& profile, const YAML::Node& node) {
+  std::map<std::string, NodeAllocatable> out;
+  const std::string field = "nodeAllocatableResources";
+  if (!node.IsMap()) return FieldError(profile, field, node, "must be a mapping");
+  for (const auto& entry : node) {
+    const std::string resource = entry.first.Scalar();
+    const std::string f = field + "." + resource;
+    if (resource != "cpu" && resource != "memory" && resource.rfind("hugepages-", 0) != 0) {
+      return FieldError(profile, f, entry.first,
+                        "is not a node allocatable resource (cpu, memory, hugepages-<size>)");
+    }
+    DEVLET_RETURN_IF_ERROR(CheckKeys(profile, f, entry.second, {"mapping", "overhead"}));
+    NodeAllocatable n;
+    if (const YAML::Node mapping = entry.second["mapping"]) {
+      DEVLET_RETURN_IF_ERROR(CheckKeys(profile, f + ".mapping", mapping,
+                                       {"capacityKey", "capacityMultiplier", "deviceMultiplier"}));
+      if (mapping["capacityKey"]) {
+        if (!mapping["capacityKey"].IsScalar() || mapping["capacityKey"].Scalar().empty()) {
+          return FieldError(profile, f + ".mapping.capacityKey", mapping, "must be a capacity name");
+        }
+        n.capacity_key = mapping["capacityKey"].Scalar();
+        n.capacity_multiplier = "1";
+      }
+      if (mapping["capacityMultiplier"]) {
+        DEVLET_ASSIGN_OR_RETURN(n.capacity_multiplier,
+                                QuantityText(profile, f + ".mapping.capacityMultiplier",
+                                             mapping["capacityMultiplier"]));
+        if (n.capacity_key.empty()) {
+          return FieldError(profile, f + ".mapping.capacityMultiplier", mapping,
+                            "needs capacityKey");
+        }
+      }
+      if (mapping["deviceMultiplier"]) {
+        if (!n.capacity_key.empty()) {
+          return FieldError(profile, f + ".mapping.deviceMultiplier", mapping,
+                            "excludes capacityKey");
+        }
+        DEVLET_ASSIGN_OR_RETURN(n.device_multiplier,
+                                QuantityText(profile, f + ".mapping.deviceMultiplier",
+                                             mapping["deviceMultiplier"]));
+      }
+      if (n.capacity_key.empty() && n.device_multiplier.empty()) {
+        return FieldError(profile, f + ".mapping", mapping,
+                          "needs capacityKey or deviceMultiplier");
+      }
+    }
+    if (const YAML::Node overhead = entry.second["overhead"]) {
+      DEVLET_RETURN_IF_ERROR(CheckKeys(profile, f + ".overhead", overhead, {"perPod", "perContainer"}));
+      if (overhead["perPod"]) {
+        DEVLET_ASSIGN_OR_RETURN(n.overhead_per_pod,
+                                QuantityText(profile, f + ".overhead.perPod", overhead["perPod"]));
+      }
+      if (overhead["perContainer"]) {
+        DEVLET_ASSIGN_OR_RETURN(n.overhead_per_container,
+                                QuantityText(profile, f + ".overhead.perContainer",
+                                             overhead["perContainer"]));
+      }
+      if (n.overhead_per_pod.empty() && n.overhead_per_container.empty()) {
+        return FieldError(profile, f + ".overhead", overhead, "needs perPod or perContainer");
+      }
+    }
+    if (!entry.second["mapping"] && !entry.second["overhead"]) {
+      return FieldError(profile, f, entry.second, "needs mapping or overhead");
+    }
+    out[resource] = std::move(n);
+  }
+  return out;
+}
+
 absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
   std::string name = "#" + std::to_string(index);
   if (!node.IsMap()) return FieldError(name, "", node, "a profile must be a mapping");
@@ -154,7 +242,8 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
   name = profile.name;
   DEVLET_RETURN_IF_ERROR(CheckKeys(name, "", node,
                                    {"name", "kind", "match", "sharing", "numVFs", "vfio", "mdevType",
-                                    "init", "cleanup", "attributes"}));
+                                    "init", "cleanup", "attributes", "nodeAllocatableResources",
+                                    "skipNodeOperations", "cdiDevices"}));
   bool label = !name.empty() && name.size() <= 40 && name.front() != '-' && name.back() != '-';
   for (char c : name) label = label && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
   if (!label) {
@@ -259,10 +348,74 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
   if (node["cleanup"]) {
     DEVLET_ASSIGN_OR_RETURN(profile.cleanup, ParseCommand(name, "cleanup", node["cleanup"]));
   }
+  if (const YAML::Node skip = node["skipNodeOperations"]) {
+    DEVLET_ASSIGN_OR_RETURN(profile.skip_node_operations, Bool(name, "skipNodeOperations", skip));
+    // The kubelet then never prepares these devices: nothing may need preparing, and the
+    // container gets nothing from devlet (no CDI devices, no cpuset from the prepared claim).
+    if (profile.skip_node_operations) {
+      std::string why;
+      if (profile.kind == ProfileKind::kCpu) why = "cpu devices are pinned from the prepared claim";
+      if (profile.kind == ProfileKind::kVf) why = "VFs are created at prepare";
+      if (profile.vfio) why = "vfio binding happens at prepare";
+      if (!profile.mdev_type.empty()) why = "mediated devices are created at prepare";
+      if (profile.init || profile.cleanup) why = "init/cleanup commands run at prepare/unprepare";
+      if (!why.empty()) {
+        return FieldError(name, "skipNodeOperations", skip, "cannot be true: " + why);
+      }
+    }
+  }
+  if (const YAML::Node cdi = node["cdiDevices"]) {
+    if (profile.kind != ProfileKind::kGpu && profile.kind != ProfileKind::kNic) {
+      return FieldError(name, "cdiDevices", cdi, "is only for gpu and nic profiles");
+    }
+    DEVLET_ASSIGN_OR_RETURN(profile.cdi_devices, StringList(name, "cdiDevices", cdi));
+    for (const std::string& t : profile.cdi_devices) {
+      const size_t eq = t.find('=');
+      const size_t slash = t.find('/');
+      if (eq == std::string::npos || slash == std::string::npos || slash > eq || eq + 1 == t.size()) {
+        return FieldError(name, "cdiDevices", cdi,
+                          "\"" + t + "\" is not a CDI device name (vendor/class=device)");
+      }
+      std::string rest = t.substr(eq + 1);
+      for (size_t open = rest.find('{'); open != std::string::npos; open = rest.find('{', open + 1)) {
+        const size_t close = rest.find('}', open);
+        const std::string key = close == std::string::npos ? "" : rest.substr(open + 1, close - open - 1);
+        if (key != "uuid" && key != "minor" && key != "pciBusID" && key != "index" && key != "name") {
+          return FieldError(name, "cdiDevices", cdi,
+                            "\"" + t + "\": unknown placeholder (want {uuid}, {minor}, "
+                            "{pciBusID}, {index} or {name})");
+        }
+      }
+    }
+    if (profile.skip_node_operations) {
+      return FieldError(name, "cdiDevices", cdi,
+                        "cannot be combined with skipNodeOperations (the kubelet would never "
+                        "ask for them)");
+    }
+  }
+  if (const YAML::Node allocatable = node["nodeAllocatableResources"]) {
+    DEVLET_ASSIGN_OR_RETURN(profile.node_allocatable, ParseNodeAllocatable(name, allocatable));
+  }
   if (const YAML::Node attributes = node["attributes"]) {
     if (!attributes.IsMap()) return FieldError(name, "attributes", attributes, "must be a mapping");
     for (const auto& entry : attributes) {
       const std::string key = entry.first.Scalar();
+      if (entry.second.IsSequence()) {  // a list-typed attribute (DRAListTypeAttributes)
+        std::vector<AttributeValue>& list = profile.list_attributes[key];
+        for (const YAML::Node& item : entry.second) {
+          DEVLET_ASSIGN_OR_RETURN(AttributeValue v,
+                                  ParseAttribute(name, "attributes." + key, item));
+          if (!list.empty() && v.index() != list.front().index()) {
+            return FieldError(name, "attributes." + key, item,
+                              "list elements must all have the same type");
+          }
+          list.push_back(std::move(v));
+        }
+        if (list.empty()) {
+          return FieldError(name, "attributes." + key, entry.second, "list must not be empty");
+        }
+        continue;
+      }
       DEVLET_ASSIGN_OR_RETURN(profile.attributes[key],
                               ParseAttribute(name, "attributes." + key, entry.second));
     }
@@ -329,10 +482,57 @@ void ApplyProfileCommon(const Profile& profile, DraDevice& device) {
   device.preparation.mdev_type = profile.mdev_type;
   if (profile.vfio) device.attributes["vfio"] = true;
   if (!profile.mdev_type.empty()) device.attributes["mdevType"] = profile.mdev_type;
-  for (const auto& [key, value] : profile.attributes) device.attributes[key] = value;
+  for (const auto& [key, value] : profile.attributes) {
+    device.attributes[key] = value;
+    device.list_attributes.erase(key);
+  }
+  for (const auto& [key, values] : profile.list_attributes) {
+    device.list_attributes[key] = values;
+    device.attributes.erase(key);
+  }
+  device.skip_node_operations = profile.skip_node_operations;
+  // The profile's entries replace the kind's defaults resource by resource. A capacity key the
+  // device lacks (GPU partitions have no memory capacity when the GPU reports none) drops the
+  // mapping; ValidateDeviceSet would refuse it.
+  for (const auto& [resource, n] : profile.node_allocatable) {
+    if (!n.capacity_key.empty() && !device.capacities.contains(n.capacity_key)) continue;
+    device.node_allocatable[resource] = n;
+  }
 }
 
-void BuildGpu(const Profile& profile, const Gpu& gpu, int index, DeviceSet& set) {
+// ExpandCdiDevices fills the device's vendor CDI names from the profile's templates; a
+// placeholder the device has no value for is an error naming the profile, template and device.
+absl::Status ExpandCdiDevices(const Profile& profile, int index, const std::string& uuid,
+                              std::optional<int> minor, DraDevice& device) {
+  for (const std::string& t : profile.cdi_devices) {
+    std::string out;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i] != '{') {
+        out += t[i];
+        continue;
+      }
+      const size_t close = t.find('}', i);
+      const std::string key = t.substr(i + 1, close - i - 1);
+      std::string value;
+      if (key == "uuid") value = uuid;
+      if (key == "minor" && minor) value = std::to_string(*minor);
+      if (key == "pciBusID") value = device.pci_address;
+      if (key == "index") value = std::to_string(index);
+      if (key == "name") value = device.name;
+      if (value.empty()) {
+        return FailedPrecondition("profile \"" + profile.name + "\": cdiDevices \"" + t +
+                                  "\": device " + device.name + " (" + device.pci_address +
+                                  ") has no " + key);
+      }
+      out += value;
+      i = close;
+    }
+    device.preparation.vendor_cdi_devices.push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BuildGpu(const Profile& profile, const Gpu& gpu, int index, DeviceSet& set) {
   DraDevice whole;
   whole.name = profile.name + "-" + std::to_string(index);
   whole.attributes["type"] = std::string("gpu");
@@ -340,9 +540,10 @@ void BuildGpu(const Profile& profile, const Gpu& gpu, int index, DeviceSet& set)
   if (!gpu.uuid.empty()) whole.attributes["uuid"] = gpu.uuid.substr(0, 64);
   if (gpu.memory_bytes) whole.capacities["memory"] = {.value = FormatBinaryQuantity(gpu.memory_bytes)};
   ApplyProfileCommon(profile, whole);
+  DEVLET_RETURN_IF_ERROR(ExpandCdiDevices(profile, index, gpu.uuid, gpu.nvidia_minor, whole));
   if (profile.sharing != SharingMode::kPartitions) {
     set.devices.push_back(std::move(whole));
-    return;
+    return absl::OkStatus();
   }
   const int n = profile.partitions;
   CounterSet counters;
@@ -373,6 +574,7 @@ void BuildGpu(const Profile& profile, const Gpu& gpu, int index, DeviceSet& set)
   }
   set.devices.insert(set.devices.end() - n, std::move(whole));
   set.counter_sets.push_back(std::move(counters));
+  return absl::OkStatus();
 }
 
 void AddNicAttributes(const Nic& nic, DraDevice& device) {
@@ -381,6 +583,12 @@ void AddNicAttributes(const Nic& nic, DraDevice& device) {
   if (!nic.mac.empty()) a["mac"] = nic.mac;
   a["rdma"] = !nic.rdma_devices.empty();
   if (!nic.rdma_devices.empty()) a["rdmaDevice"] = nic.rdma_devices.front();
+  // Every RDMA device of the function (a list-typed attribute, DRAListTypeAttributes).
+  if (!nic.rdma_devices.empty()) {
+    std::vector<AttributeValue>& list = device.list_attributes["rdmaDevices"];
+    list.clear();
+    for (const std::string& rdma : nic.rdma_devices) list.push_back(rdma);
+  }
 }
 
 absl::Status BuildNic(const Profile& profile, const Nic& nic, int index, DeviceSet& set) {
@@ -408,6 +616,7 @@ absl::Status BuildNic(const Profile& profile, const Nic& nic, int index, DeviceS
                               " reports no link speed, so its bandwidth cannot be shared");
   }
   ApplyProfileCommon(profile, device);
+  DEVLET_RETURN_IF_ERROR(ExpandCdiDevices(profile, index, "", std::nullopt, device));
   set.devices.push_back(std::move(device));
   return absl::OkStatus();
 }
@@ -467,13 +676,46 @@ void BuildCpu(const Profile& profile, const CpuTopology& cpu, const NumaNode& no
         .value = FormatBinaryQuantity(node.memory_bytes),
         .request_policy = RequestPolicy{.default_value = "1Gi", .min = "1Mi", .step = "1Mi"}};
   }
+  // KEP-5517: what a claim consumes of this device is the node's own CPU and memory, so the
+  // kubelet sizes the pod's cgroups with it and the scheduler counts it once (not again as the
+  // pod's requests). One capacity unit is one CPU / one byte.
+  device.node_allocatable["cpu"] = {.capacity_key = "cpus", .capacity_multiplier = "1"};
+  if (node.memory_bytes) {
+    device.node_allocatable["memory"] = {.capacity_key = "memory", .capacity_multiplier = "1"};
+  }
   ApplyProfileCommon(profile, device);
   set.devices.push_back(std::move(device));
 }
 
-}  // namespace
+// Readable returns `status` with control bytes escaped as Go's %q writes them and the message cut
+// at 2 KiB: errors quote keys and values from the YAML, and a tab in a key reached the message
+// raw (fuzz/device_profile_fuzzer.cc).
+absl::Status Readable(const absl::Status& status) {
+  constexpr std::size_t kMax = 2048;
+  const std::string_view message(status.message().data(), status.message().size());
+  std::string out;
+  for (const char c : message.substr(0, kMax)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+      continue;
+    }
+    static constexpr char kNamed[] = "abtnvfr";  // \a (7) to \r (13)
+    if (u >= 7 && u <= 13) {
+      out += '\\';
+      out += kNamed[u - 7];
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  if (message.size() > kMax) out += "...";
+  return absl::Status(status.code(), out);
+}
 
-absl::StatusOr<ProfileConfig> ParseProfileConfig(std::string_view yaml) {
+absl::StatusOr<ProfileConfig> ParseProfileConfigUnchecked(std::string_view yaml) {
   ProfileConfig config;
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
@@ -505,6 +747,14 @@ absl::StatusOr<ProfileConfig> ParseProfileConfig(std::string_view yaml) {
   } catch (const YAML::Exception& e) {
     return InvalidArgument("device profile configuration is not valid YAML: " + std::string(e.what()));
   }
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<ProfileConfig> ParseProfileConfig(std::string_view yaml) {
+  absl::StatusOr<ProfileConfig> config = ParseProfileConfigUnchecked(yaml);
+  if (!config.ok()) return Readable(config.status());
   return config;
 }
 
@@ -596,7 +846,9 @@ absl::StatusOr<DeviceSet> BuildDeviceSet(const Inventory& inventory, const Profi
           addresses.push_back(gpu.pci.address);
         }
         std::vector<int> indices = AssignIndices(profile.name, addresses, previous_indices);
-        for (size_t i = 0; i < matched.size(); ++i) BuildGpu(profile, *matched[i], indices[i], set);
+        for (size_t i = 0; i < matched.size(); ++i) {
+          DEVLET_RETURN_IF_ERROR(BuildGpu(profile, *matched[i], indices[i], set));
+        }
         break;
       }
       case ProfileKind::kNic: {

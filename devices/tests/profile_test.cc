@@ -75,6 +75,62 @@ TEST(ProfileTest, DefaultProfilesOnGpuServer) {
   EXPECT_EQ(Attr<std::int64_t>(*cpu, "cores"), 8);
   EXPECT_TRUE(Attr<bool>(*cpu, "smt"));
   EXPECT_EQ(cpu->pci_address, "");
+  // KEP-5517: a CPU device is the node's CPU and memory, one capacity unit each.
+  EXPECT_EQ(cpu->node_allocatable.at("cpu"),
+            (NodeAllocatable{.capacity_key = "cpus", .capacity_multiplier = "1"}));
+  EXPECT_EQ(cpu->node_allocatable.at("memory"),
+            (NodeAllocatable{.capacity_key = "memory", .capacity_multiplier = "1"}));
+  EXPECT_THAT(gpu->node_allocatable, IsEmpty());
+}
+
+TEST(ProfileTest, VendorCdiDevicesExpandPerDevice) {
+  ASSERT_OK_AND_ASSIGN(ProfileConfig config, ParseProfileConfig(R"(
+profiles:
+- name: gpu
+  kind: gpu
+  cdiDevices: ["nvidia.com/gpu={index}", "example.com/gpu={pciBusID}"]
+)"));
+  ASSERT_OK_AND_ASSIGN(DeviceSet set, BuildDeviceSet(XmlInventory(), config));
+  EXPECT_THAT(set.Find("gpu-3")->preparation.vendor_cdi_devices,
+              ElementsAre("nvidia.com/gpu=3", "example.com/gpu=" + set.Find("gpu-3")->pci_address));
+  // A placeholder the device has no value for: the XML gives no NVIDIA UUID.
+  ASSERT_OK_AND_ASSIGN(config, ParseProfileConfig(
+                                   "profiles:\n- name: gpu\n  kind: gpu\n  cdiDevices: "
+                                   "[\"nvidia.com/gpu={uuid}\"]\n"));
+  EXPECT_THAT(BuildDeviceSet(XmlInventory(), config),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("profile \"gpu\": cdiDevices \"nvidia.com/gpu={uuid}\": device "
+                                 "gpu-0 (0000:18:00.0) has no uuid")));
+}
+
+TEST(ProfileTest, NodeAllocatableResourcesFromYaml) {
+  ASSERT_OK_AND_ASSIGN(ProfileConfig config, ParseProfileConfig(R"(
+profiles:
+- name: gpu
+  kind: gpu
+  nodeAllocatableResources:
+    memory: {overhead: {perPod: 2Gi, perContainer: 256Mi}}
+- name: cpu
+  kind: cpu
+  nodeAllocatableResources:
+    cpu: {mapping: {capacityKey: cpus, capacityMultiplier: "2"}}
+    hugepages-2Mi: {overhead: {perPod: 4Mi}}
+)"));
+  ASSERT_OK_AND_ASSIGN(DeviceSet set, BuildDeviceSet(XmlInventory(), config));
+  const DraDevice* gpu = set.Find("gpu-3");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->node_allocatable.size(), 1u);
+  EXPECT_EQ(gpu->node_allocatable.at("memory"),
+            (NodeAllocatable{.overhead_per_pod = "2Gi", .overhead_per_container = "256Mi"}));
+  const DraDevice* cpu = set.Find("cpu-numa0");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->node_allocatable.at("cpu").capacity_multiplier, "2");  // replaced
+  EXPECT_EQ(cpu->node_allocatable.at("memory").capacity_key, "memory");  // default kept
+  EXPECT_EQ(cpu->node_allocatable.at("hugepages-2Mi").overhead_per_pod, "4Mi");
+  // Published content: the fingerprint sees the mapping.
+  DeviceSet changed = set;
+  changed.devices[0].node_allocatable.clear();
+  EXPECT_NE(DeviceSetFingerprint(changed), DeviceSetFingerprint(set));
 }
 
 TEST(ProfileTest, GpuServerProfilesFromYaml) {
@@ -281,6 +337,30 @@ TEST(ProfileTest, ConfigErrorsNameProfileFieldAndLine) {
       {"profiles: [\n", "not valid YAML"},
       {"", "is empty"},
       {"gpus: []\n", "expected a mapping with \"profiles\""},
+      {"profiles:\n- name: g\n  kind: gpu\n  nodeAllocatableResources: {nvidia.com/gpu: "
+       "{overhead: {perPod: 1}}}\n",
+       "field nodeAllocatableResources.nvidia.com/gpu (line 4): is not a node allocatable resource"},
+      {"profiles:\n- name: g\n  kind: gpu\n  nodeAllocatableResources: {memory: {}}\n",
+       "field nodeAllocatableResources.memory (line 4): needs mapping or overhead"},
+      {"profiles:\n- name: g\n  kind: gpu\n  nodeAllocatableResources:\n    memory: "
+       "{overhead: {perPod: 2 GiB}}\n",
+       "field nodeAllocatableResources.memory.overhead.perPod (line 5): \"2 GiB\" is not a "
+       "quantity"},
+      {"profiles:\n- name: c\n  kind: cpu\n  nodeAllocatableResources:\n    cpu: {mapping: "
+       "{capacityKey: cpus, deviceMultiplier: 2}}\n",
+       "deviceMultiplier (line 5): excludes capacityKey"},
+      {"profiles:\n- name: c\n  kind: cpu\n  skipNodeOperations: true\n",
+       "field skipNodeOperations (line 4): cannot be true: cpu devices are pinned"},
+      {"profiles:\n- name: g\n  kind: gpu\n  vfio: true\n  skipNodeOperations: true\n",
+       "cannot be true: vfio binding happens at prepare"},
+      {"profiles:\n- name: g\n  kind: gpu\n  attributes: {zones: [a, 1]}\n",
+       "field attributes.zones (line 4): list elements must all have the same type"},
+      {"profiles:\n- name: g\n  kind: gpu\n  cdiDevices: [nvidia.com/gpu]\n",
+       "field cdiDevices (line 4): \"nvidia.com/gpu\" is not a CDI device name"},
+      {"profiles:\n- name: g\n  kind: gpu\n  cdiDevices: [\"nvidia.com/gpu={serial}\"]\n",
+       "unknown placeholder"},
+      {"profiles:\n- name: c\n  kind: cpu\n  cdiDevices: [\"nvidia.com/gpu=0\"]\n",
+       "is only for gpu and nic profiles"},
   };
   for (const Case& c : cases) {
     auto config = ParseProfileConfig(c.yaml);
@@ -289,6 +369,21 @@ TEST(ProfileTest, ConfigErrorsNameProfileFieldAndLine) {
   }
   EXPECT_THAT(LoadProfileConfig("/nonexistent/profiles.yaml"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/profiles.yaml")));
+}
+
+// Found by fuzz/device_profile_fuzzer (input in fuzz/corpus/device_profile_fuzzer/): a NUL and a
+// tab in a key reached the error message raw. Control bytes are escaped, long messages cut.
+TEST(ProfileTest, ConfigErrorsEscapeControlBytesAndStayShort) {
+  absl::StatusOr<ProfileConfig> config =
+      ParseProfileConfig(std::string("profiles:\n- name: gpu\n  \"\\0\\tnd\": gpu\n"));
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr(R"(field \x00\tnd (line 3): unknown field)")));
+  for (const char c : config.status().message()) {
+    EXPECT_GE(static_cast<unsigned char>(c), 0x20) << config.status();
+  }
+  config = ParseProfileConfig("profiles:\n- name: gpu\n  kind: " + std::string(100000, 'k'));
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kkkk...")));
+  EXPECT_LT(config.status().message().size(), 4096u);
 }
 
 TEST(DraDeviceTest, QuantitiesAndBusIds) {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 
 namespace devlet::dra_kubelet {
 namespace {
@@ -22,6 +23,20 @@ bool IsEnvName(std::string_view name) {
   return true;
 }
 
+// Shown quotes what the input said for an error message: escaped (a NUL or newline in a key
+// reached the message raw: fuzz/device_config_fuzzer.cc) and cut to 64 bytes.
+std::string Shown(std::string_view text) {
+  constexpr std::size_t kMax = 64;
+  return GoQuote(text.substr(0, kMax)) + (text.size() > kMax ? "..." : "");
+}
+
+// ShownJson is Shown for a JSON value: a string quoted, anything else as JSON (ASCII), cut.
+std::string ShownJson(const json& value) {
+  if (value.is_string()) return Shown(value.get<std::string>());
+  const std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true);
+  return text.size() > 64 ? text.substr(0, 64) + "..." : text;
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceConfig> DecodeDeviceConfig(std::string_view json_text) {
@@ -35,13 +50,13 @@ absl::StatusOr<DeviceConfig> DecodeDeviceConfig(std::string_view json_text) {
     if (key == "apiVersion") {
       if (!value.is_string() || value.get<std::string>() != kDeviceConfigApiVersion) {
         return InvalidArgument("apiVersion must be \"" + std::string(kDeviceConfigApiVersion) +
-                               "\", got " + value.dump());
+                               "\", got " + ShownJson(value));
       }
       saw_api_version = true;
     } else if (key == "kind") {
       if (!value.is_string() || value.get<std::string>() != kDeviceConfigKind) {
         return InvalidArgument("kind must be \"" + std::string(kDeviceConfigKind) + "\", got " +
-                               value.dump());
+                               ShownJson(value));
       }
       saw_kind = true;
     } else if (key == "env") {
@@ -49,8 +64,8 @@ absl::StatusOr<DeviceConfig> DecodeDeviceConfig(std::string_view json_text) {
       if (!value.is_object()) return InvalidArgument("env must be an object of strings");
       for (const auto& [name, env_value] : value.items()) {
         if (!IsEnvName(name)) {
-          return InvalidArgument("env name \"" + name +
-                                 "\" is not a valid environment variable name");
+          return InvalidArgument("env name " + Shown(name) +
+                                 " is not a valid environment variable name");
         }
         if (!env_value.is_string()) return InvalidArgument("env." + name + " must be a string");
         std::string text = env_value.get<std::string>();
@@ -66,7 +81,7 @@ absl::StatusOr<DeviceConfig> DecodeDeviceConfig(std::string_view json_text) {
       }
       config.bind_driver = value.get<std::string>();
     } else {
-      return InvalidArgument("unknown field \"" + key + "\" (known: apiVersion, kind, env, " +
+      return InvalidArgument("unknown field " + Shown(key) + " (known: apiVersion, kind, env, " +
                              "bindDriver)");
     }
   }

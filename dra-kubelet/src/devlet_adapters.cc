@@ -194,23 +194,23 @@ bool CdiSpecWriter::SpecExists(const std::string& file_name) {
 
 // ---- state/ --------------------------------------------------------------------------------------
 
-StateCheckpointStore::StateCheckpointStore(std::unique_ptr<state::CheckpointStore> store,
+StateClaimRecordStore::StateClaimRecordStore(std::unique_ptr<state::CheckpointStore> store,
                                            std::string driver, std::string cdi_root)
     : store_(std::move(store)), driver_(std::move(driver)), cdi_root_(std::move(cdi_root)) {}
 
-absl::StatusOr<std::unique_ptr<StateCheckpointStore>> StateCheckpointStore::Open(
+absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> StateClaimRecordStore::Open(
     const std::string& dir, std::string driver, std::string cdi_root) {
   state::StoreOptions options;
   options.dir = dir;
   return Open(options, std::move(driver), std::move(cdi_root));
 }
 
-absl::StatusOr<std::unique_ptr<StateCheckpointStore>> StateCheckpointStore::Open(
+absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> StateClaimRecordStore::Open(
     const state::StoreOptions& options, std::string driver, std::string cdi_root) {
   DEVLET_ASSIGN_OR_RETURN(std::unique_ptr<state::CheckpointStore> store,
                           state::CheckpointStore::Open(options));
-  return std::unique_ptr<StateCheckpointStore>(
-      new StateCheckpointStore(std::move(store), std::move(driver), std::move(cdi_root)));
+  return std::unique_ptr<StateClaimRecordStore>(
+      new StateClaimRecordStore(std::move(store), std::move(driver), std::move(cdi_root)));
 }
 
 namespace {
@@ -265,7 +265,7 @@ ParsedRecords& Parsed() {
 }
 
 absl::StatusOr<ClaimRecord> FromState(const void* owner, const state::PreparedClaim& claim) {
-  auto it = claim.annotations.find(StateCheckpointStore::kRecordAnnotation);
+  auto it = claim.annotations.find(StateClaimRecordStore::kRecordAnnotation);
   if (it == claim.annotations.end()) {
     return absl::DataLossError("checkpoint entry for claim " + claim.namespace_name + "/" + claim.name +
                     " (UID " + claim.uid + ") was not written by the kubelet plugin");
@@ -281,7 +281,8 @@ absl::StatusOr<ClaimRecord> FromState(const void* owner, const state::PreparedCl
 
 }  // namespace
 
-absl::StatusOr<std::optional<ClaimRecord>> StateCheckpointStore::Get(const std::string& claim_uid) {
+absl::StatusOr<std::optional<ClaimRecord>> StateClaimRecordStore::Get(
+    const std::string& claim_uid) {
   DEVLET_ASSIGN_OR_RETURN(std::optional<state::PreparedClaim> claim, store_->FindClaim(claim_uid));
   if (!claim) return std::optional<ClaimRecord>();
   DEVLET_ASSIGN_OR_RETURN(ClaimRecord record, FromState(this, *claim));
@@ -318,13 +319,14 @@ state::PreparedClaim ToState(const ClaimRecord& record, const std::string& drive
   for (const std::string& name : record.cdi_spec_files) claim.files.push_back(cdi_root + "/" + name);
   for (const std::string& path : record.metadata_files) claim.files.push_back(path);
   claim.applied_config = configs.dump();
-  claim.annotations[StateCheckpointStore::kRecordAnnotation] = internal::RecordToJson(record).dump();
+  claim.annotations[StateClaimRecordStore::kRecordAnnotation] =
+      internal::RecordToJson(record).dump();
   return claim;
 }
 
 }  // namespace
 
-absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
+absl::Status StateClaimRecordStore::Put(const ClaimRecord& record) {
   state::PreparedClaim claim = ToState(record, driver_, cdi_root_);
   if (record.state == ClaimState::kPrepareCompleted) {
     return store_->RecordPrepareCompleted(std::move(claim));
@@ -332,7 +334,7 @@ absl::Status StateCheckpointStore::Put(const ClaimRecord& record) {
   return store_->RecordPrepareStarted(std::move(claim));
 }
 
-absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
+absl::Status StateClaimRecordStore::Commit(const std::vector<ClaimRecord>& puts,
                                           const std::vector<std::string>& deletes) {
   if (puts.empty() && deletes.empty()) return absl::OkStatus();
   // One record with exactly this batch's changes (state::CheckpointStore::Apply): the cost does
@@ -356,7 +358,7 @@ absl::Status StateCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
   return deferrable ? store_->ApplyDeferred(std::move(change)) : store_->Apply(std::move(change));
 }
 
-absl::Status StateCheckpointStore::CommitDeferred(const std::vector<ClaimRecord>& puts,
+absl::Status StateClaimRecordStore::CommitDeferred(const std::vector<ClaimRecord>& puts,
                                                   const std::vector<std::string>& deletes) {
   // A lost removal would keep released devices reserved after a power cut: removals are synced.
   if (!deletes.empty() || puts.empty()) return Commit(puts, deletes);
@@ -369,11 +371,11 @@ absl::Status StateCheckpointStore::CommitDeferred(const std::vector<ClaimRecord>
   return store_->ApplyDeferred(std::move(change));
 }
 
-absl::Status StateCheckpointStore::Delete(const std::string& claim_uid) {
+absl::Status StateClaimRecordStore::Delete(const std::string& claim_uid) {
   return store_->Remove(claim_uid);
 }
 
-absl::StatusOr<std::vector<ClaimRecord>> StateCheckpointStore::List() {
+absl::StatusOr<std::vector<ClaimRecord>> StateClaimRecordStore::List() {
   std::vector<ClaimRecord> out;
   absl::Status status;
   DEVLET_RETURN_IF_ERROR(store_->Read([&](const state::Checkpoint& checkpoint) {

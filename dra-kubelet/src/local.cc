@@ -246,11 +246,11 @@ bool JsonCdiWriter::SpecIsCurrent(const std::string& file_name, const CdiSpec& s
   return current.ok() && current->has_value() && **current == RenderSpec(spec);
 }
 
-// ---- FileCheckpointStore ----------------------------------------------------------------------------
+// ---- FileClaimRecordStore -----------------------------------------------------------------------
 
-FileCheckpointStore::FileCheckpointStore(std::string path) : path_(std::move(path)) {}
+FileClaimRecordStore::FileClaimRecordStore(std::string path) : path_(std::move(path)) {}
 
-absl::StatusOr<std::map<std::string, ClaimRecord>> FileCheckpointStore::Load() {
+absl::StatusOr<std::map<std::string, ClaimRecord>> FileClaimRecordStore::Load() {
   std::map<std::string, ClaimRecord> records;
   DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, ReadFileIfExists(path_));
   if (!content) return records;
@@ -279,7 +279,7 @@ absl::StatusOr<std::map<std::string, ClaimRecord>> FileCheckpointStore::Load() {
   return records;
 }
 
-absl::Status FileCheckpointStore::Save(const std::map<std::string, ClaimRecord>& records) {
+absl::Status FileClaimRecordStore::Save(const std::map<std::string, ClaimRecord>& records) {
   ordered_json claims = ordered_json::object();
   for (const auto& [uid, record] : records) claims[uid] = internal::RecordToJson(record);
   ordered_json data = {{"claims", std::move(claims)}};
@@ -297,7 +297,7 @@ absl::Status FileCheckpointStore::Save(const std::map<std::string, ClaimRecord>&
                      "writing checkpoint");
 }
 
-absl::StatusOr<std::optional<ClaimRecord>> FileCheckpointStore::Get(const std::string& claim_uid) {
+absl::StatusOr<std::optional<ClaimRecord>> FileClaimRecordStore::Get(const std::string& claim_uid) {
   std::lock_guard lock(mutex_);
   DEVLET_ASSIGN_OR_RETURN(auto records, Load());
   auto it = records.find(claim_uid);
@@ -305,21 +305,21 @@ absl::StatusOr<std::optional<ClaimRecord>> FileCheckpointStore::Get(const std::s
   return std::optional<ClaimRecord>(std::move(it->second));
 }
 
-absl::Status FileCheckpointStore::Put(const ClaimRecord& record) {
+absl::Status FileClaimRecordStore::Put(const ClaimRecord& record) {
   std::lock_guard lock(mutex_);
   DEVLET_ASSIGN_OR_RETURN(auto records, Load());
   records[record.claim.uid] = record;
   return Save(records);
 }
 
-absl::Status FileCheckpointStore::Delete(const std::string& claim_uid) {
+absl::Status FileClaimRecordStore::Delete(const std::string& claim_uid) {
   std::lock_guard lock(mutex_);
   DEVLET_ASSIGN_OR_RETURN(auto records, Load());
   if (records.erase(claim_uid) == 0) return absl::OkStatus();
   return Save(records);
 }
 
-absl::Status FileCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
+absl::Status FileClaimRecordStore::Commit(const std::vector<ClaimRecord>& puts,
                                          const std::vector<std::string>& deletes) {
   if (puts.empty() && deletes.empty()) return absl::OkStatus();
   std::lock_guard lock(mutex_);
@@ -329,7 +329,7 @@ absl::Status FileCheckpointStore::Commit(const std::vector<ClaimRecord>& puts,
   return Save(records);
 }
 
-absl::StatusOr<std::vector<ClaimRecord>> FileCheckpointStore::List() {
+absl::StatusOr<std::vector<ClaimRecord>> FileClaimRecordStore::List() {
   std::lock_guard lock(mutex_);
   DEVLET_ASSIGN_OR_RETURN(auto records, Load());
   std::vector<ClaimRecord> out;

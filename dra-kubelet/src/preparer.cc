@@ -86,7 +86,7 @@ struct ClaimFiles {
 }  // namespace
 
 ClaimPreparer::ClaimPreparer(PreparerOptions options, ClaimSource& claims, DeviceBackend& backend,
-                             CdiWriter& cdi, CheckpointStore& checkpoint)
+                             CdiWriter& cdi, ClaimRecordStore& checkpoint)
     : options_(std::move(options)),
       claims_(claims),
       backend_(backend),
@@ -135,6 +135,9 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
         {uid, device.requests, device.pool, device.device, device.share_id.value_or("")}, i));
     claim_spec.devices.push_back(std::move(cdi_device));
     files.cdi_device_ids.push_back({kind + "=" + CdiDeviceName(uid, device)});
+    for (const std::string& id : device.prepared.vendor_cdi_device_ids) {
+      files.cdi_device_ids.back().push_back(id);
+    }
   }
   files.cdi_specs.emplace_back(claim_spec_file, std::move(claim_spec));
   if (!options.enable_device_metadata) return files;

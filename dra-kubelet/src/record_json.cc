@@ -93,6 +93,9 @@ nlohmann::ordered_json RecordToJson(const ClaimRecord& record) {
       attributes[name] = AttributeToJson(value);
     }
     d["attributes"] = std::move(attributes);
+    if (!device.prepared.vendor_cdi_device_ids.empty()) {
+      d["vendorCdiDeviceIDs"] = device.prepared.vendor_cdi_device_ids;
+    }
     if (const auto& net = device.prepared.network_data) {
       d["networkData"] = {{"interfaceName", net->interface_name},
                           {"ips", net->ips},
@@ -134,6 +137,10 @@ absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in) {
       device.prepared.edits = EditsFromJson(d.at("edits"));
       for (const auto& [name, value] : d.at("attributes").items()) {
         device.prepared.attributes[name] = AttributeFromJson(value);
+      }
+      if (d.contains("vendorCdiDeviceIDs")) {
+        device.prepared.vendor_cdi_device_ids =
+            d["vendorCdiDeviceIDs"].get<std::vector<std::string>>();
       }
       if (d.contains("networkData")) {
         const json& net = d["networkData"];

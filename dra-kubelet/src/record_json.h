@@ -1,4 +1,4 @@
-// JSON forms of ClaimRecord and friends, shared by FileCheckpointStore and the state/ adapter.
+// JSON forms of ClaimRecord and friends, shared by FileClaimRecordStore and the state/ adapter.
 #pragma once
 
 #include <nlohmann/json.hpp>

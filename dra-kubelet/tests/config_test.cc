@@ -46,6 +46,26 @@ TEST(DecodeDeviceConfig, Strict) {
                                                   HasSubstr("not valid JSON")));
 }
 
+// Found by fuzz/device_config_fuzzer (its input is in fuzz/corpus/device_config_fuzzer/): a NUL
+// in an env name reached the error raw. What the input said is quoted, escaped and cut short.
+TEST(DecodeDeviceConfig, ErrorsQuoteTheInputEscapedAndShort) {
+  EXPECT_THAT(DecodeDeviceConfig(Params(R"("env":{"CUDA_VISI\u0000BLE":"0"})")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(R"(env name "CUDA_VISI\x00BLE" is not a valid)")));
+  EXPECT_THAT(DecodeDeviceConfig(Params(R"("en\nv":{})")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(R"(unknown field "en\nv")")));
+  EXPECT_THAT(DecodeDeviceConfig(R"({"apiVersion":"devlet.io/v2","kind":"DeviceConfig"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(R"(got "devlet.io/v2")")));
+  std::string huge = "[";
+  for (int i = 0; i < 20000; ++i) huge += "\"a\",";
+  huge += "\"a\"]";
+  absl::StatusOr<DeviceConfig> long_version =
+      DecodeDeviceConfig(R"({"apiVersion":)" + huge + R"(,"kind":"DeviceConfig"})");
+  ASSERT_THAT(long_version, StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr(R"(got ["a","a",)")));
+  EXPECT_LT(long_version.status().message().size(), 200u);
+}
+
 TEST(DecodeDeviceConfig, RoundTrip) {
   DeviceConfig config;
   config.env = {{"A", "x y"}, {"B", "\"q\""}};

@@ -78,8 +78,8 @@ TEST(DevletAdapters, PrepareAndUnprepareOnKubeCdiAndState) {
 
   SimulatedBackend backend("node-1", SimulatedBackend::Gpus(2));
   CdiSpecWriter cdi(cdi_root);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> checkpoint,
-                       StateCheckpointStore::Open(data, "gpu.devlet.test", cdi_root));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateClaimRecordStore> checkpoint,
+                       StateClaimRecordStore::Open(data, "gpu.devlet.test", cdi_root));
   PreparerOptions options;
   options.driver_name = "gpu.devlet.test";
   options.node_name = "node-1";
@@ -134,10 +134,10 @@ TEST(DevletAdapters, PrepareAndUnprepareOnKubeCdiAndState) {
 TEST(DevletAdapters, StateCheckpointStoreListsWhatIsStoredNow) {
   TempDir dir;
   const std::string data = dir.path() + "/data";
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> mine,
-                       StateCheckpointStore::Open(data, "gpu.devlet.test", "/cdi"));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> twin,
-                       StateCheckpointStore::Open(data, "gpu.devlet.test", "/cdi"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateClaimRecordStore> mine,
+                       StateClaimRecordStore::Open(data, "gpu.devlet.test", "/cdi"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateClaimRecordStore> twin,
+                       StateClaimRecordStore::Open(data, "gpu.devlet.test", "/cdi"));
   auto record = [](const std::string& uid, std::int64_t generation) {
     ClaimRecord r;
     r.claim = {"default", "claim-" + uid, uid};
@@ -177,7 +177,7 @@ TEST(DevletAdapters, StateCheckpointStoreListsWhatIsStoredNow) {
 
   // A record we cannot decode is an error, not a stale copy.
   ASSERT_OK(twin->store().Update([](state::Checkpoint& c) {
-    c.claims.at("a").annotations[StateCheckpointStore::kRecordAnnotation] = "{not json";
+    c.claims.at("a").annotations[StateClaimRecordStore::kRecordAnnotation] = "{not json";
     return absl::OkStatus();
   }));
   EXPECT_THAT(mine->List().status(),
@@ -248,8 +248,8 @@ TEST(DevletAdapters, PrepareStartedIsFlushedFirstOnlyForPersistentDeviceState) {
     store_options.dir = data;
     store_options.fs = &fs;
     store_options.background_compaction = false;  // No flush by a timer in between.
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> checkpoint,
-                         StateCheckpointStore::Open(store_options, "gpu.devlet.test", cdi_root));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateClaimRecordStore> checkpoint,
+                         StateClaimRecordStore::Open(store_options, "gpu.devlet.test", cdi_root));
     PreparerOptions options;
     options.driver_name = "gpu.devlet.test";
     options.node_name = "node-1";
@@ -264,8 +264,8 @@ TEST(DevletAdapters, PrepareStartedIsFlushedFirstOnlyForPersistentDeviceState) {
     } else {
       EXPECT_EQ(backend.syncs_at_prepare, before);
     }
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> reopened,
-                         StateCheckpointStore::Open(data, "gpu.devlet.test", cdi_root));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateClaimRecordStore> reopened,
+                         StateClaimRecordStore::Open(data, "gpu.devlet.test", cdi_root));
     ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, reopened->Get(ref.uid));
     ASSERT_TRUE(record.has_value());
     EXPECT_EQ(record->state, ClaimState::kPrepareCompleted);
@@ -290,8 +290,8 @@ TEST(DevletAdapters, PluginStartRemovesFilesNoRecordReferences) {
   ManifestClaimSource claims(manifests);
   SimulatedBackend backend("node-1", SimulatedBackend::Gpus(2));
   CdiSpecWriter cdi(cdi_root);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateCheckpointStore> checkpoint,
-                       StateCheckpointStore::Open(data, "gpu.devlet.test", cdi_root));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StateClaimRecordStore> checkpoint,
+                       StateClaimRecordStore::Open(data, "gpu.devlet.test", cdi_root));
   PreparerOptions options;
   options.driver_name = "gpu.devlet.test";
   options.node_name = "node-1";

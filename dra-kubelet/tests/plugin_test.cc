@@ -72,7 +72,7 @@ class PluginTest : public ::testing::Test {
   FakeClaimSource claims_;
   SimulatedBackend backend_;
   JsonCdiWriter cdi_;
-  FileCheckpointStore checkpoint_;
+  FileClaimRecordStore checkpoint_;
   std::unique_ptr<ClaimPreparer> preparer_;
   PluginOptions options_;
 };

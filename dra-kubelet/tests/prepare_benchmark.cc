@@ -123,9 +123,9 @@ class StoreClaimSource final : public ClaimSource {
   Timings& t_;
 };
 
-class TimedCheckpoint final : public CheckpointStore {
+class TimedCheckpoint final : public ClaimRecordStore {
  public:
-  TimedCheckpoint(CheckpointStore& inner, Timings& timings) : inner_(inner), t_(timings) {}
+  TimedCheckpoint(ClaimRecordStore& inner, Timings& timings) : inner_(inner), t_(timings) {}
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
     Timer timer(t_.checkpoint_read);
     return inner_.Get(uid);
@@ -154,7 +154,7 @@ class TimedCheckpoint final : public CheckpointStore {
   }
 
  private:
-  CheckpointStore& inner_;
+  ClaimRecordStore& inner_;
   Timings& t_;
 };
 
@@ -265,7 +265,7 @@ class Env {
     const std::string data = dir_.path() + "/plugins/" + kDriver;
     state::StoreOptions store_options{.dir = data};
     if (!journal) store_options.journal_bytes = 0;
-    checkpoint_ = Must(StateCheckpointStore::Open(store_options, kDriver, cdi_dir_.path()));
+    checkpoint_ = Must(StateClaimRecordStore::Open(store_options, kDriver, cdi_dir_.path()));
     timed_checkpoint_ = std::make_unique<TimedCheckpoint>(*checkpoint_, timings_);
     timed_cdi_ = std::make_unique<TimedCdi>(*cdi_, timings_);
     timed_backend_ = std::make_unique<TimedBackend>(backend_, timings_);
@@ -354,7 +354,7 @@ class Env {
   std::unique_ptr<kube::ManifestStore> store_;
   std::unique_ptr<StoreClaimSource> claims_;
   std::unique_ptr<CdiSpecWriter> cdi_;
-  std::unique_ptr<StateCheckpointStore> checkpoint_;
+  std::unique_ptr<StateClaimRecordStore> checkpoint_;
   std::unique_ptr<TimedCheckpoint> timed_checkpoint_;
   std::unique_ptr<TimedCdi> timed_cdi_;
   std::unique_ptr<TimedBackend> timed_backend_;

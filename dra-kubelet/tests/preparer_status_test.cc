@@ -52,7 +52,7 @@ class PreparerStatusTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(kube::ResourceClaim claim, kube::DecodeOne<kube::ResourceClaim>(
                                                         testing::TwoDriverClaimYaml("gpu-1")));
     ASSERT_THAT(store_->Create(claim).status(), IsOk());
-    ASSERT_OK_AND_ASSIGN(checkpoint_, StateCheckpointStore::Open(dir_.path() + "/data", kDriver,
+    ASSERT_OK_AND_ASSIGN(checkpoint_, StateClaimRecordStore::Open(dir_.path() + "/data", kDriver,
                                                                  dir_.path() + "/cdi"));
   }
 
@@ -91,7 +91,7 @@ class PreparerStatusTest : public ::testing::Test {
   ManifestClaimSource claims_{dir_.path() + "/manifests"};
   SimulatedBackend backend_{"node-1", SimulatedBackend::Gpus(2)};
   CdiSpecWriter cdi_{dir_.path() + "/cdi"};
-  std::unique_ptr<StateCheckpointStore> checkpoint_;
+  std::unique_ptr<StateClaimRecordStore> checkpoint_;
   std::unique_ptr<ClaimPreparer> preparer_;
   std::unique_ptr<KubeletPlugin> plugin_;
 };

@@ -77,7 +77,7 @@ class PreparerTest : public ::testing::Test {
   FakeClaimSource claims_;
   SimulatedBackend backend_;
   JsonCdiWriter cdi_;
-  FileCheckpointStore checkpoint_;
+  FileClaimRecordStore checkpoint_;
   PreparerOptions options_;
   std::unique_ptr<ClaimPreparer> preparer_;
 };
@@ -254,9 +254,9 @@ TEST_F(PreparerTest, RepeatedPrepareRepairsEmptyAndStaleFiles) {
 }
 
 // CountingStore counts Commit calls and can hold the first one until released, or fail one.
-class CountingStore final : public CheckpointStore {
+class CountingStore final : public ClaimRecordStore {
  public:
-  explicit CountingStore(CheckpointStore& inner) : inner_(inner) {}
+  explicit CountingStore(ClaimRecordStore& inner) : inner_(inner) {}
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
     return inner_.Get(uid);
   }
@@ -297,7 +297,7 @@ class CountingStore final : public CheckpointStore {
   int fail_commit = 0;
 
  private:
-  CheckpointStore& inner_;
+  ClaimRecordStore& inner_;
   std::mutex mutex_;
   std::condition_variable cv_;
 };
@@ -555,14 +555,14 @@ TEST_F(PreparerTest, RollingUpdateHoldsTheSerializeLock) {
 }
 
 // RecordingStore notes, for every checkpoint write, whether it was deferred and what it held.
-class RecordingStore final : public CheckpointStore {
+class RecordingStore final : public ClaimRecordStore {
  public:
   struct Write {
     bool deferred;
     std::vector<ClaimState> puts;
     std::size_t deletes;
   };
-  explicit RecordingStore(CheckpointStore& inner) : inner_(inner) {}
+  explicit RecordingStore(ClaimRecordStore& inner) : inner_(inner) {}
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
     return inner_.Get(uid);
   }
@@ -588,7 +588,7 @@ class RecordingStore final : public CheckpointStore {
     for (const ClaimRecord& r : puts) w.puts.push_back(r.state);
     writes.push_back(std::move(w));
   }
-  CheckpointStore& inner_;
+  ClaimRecordStore& inner_;
 };
 
 // PersistentBackend is the simulated backend claiming that its device state survives a reboot.
@@ -680,9 +680,9 @@ TEST_F(PreparerTest, RemovesOrphanedFilesOnly) {
   EXPECT_THAT(PrepareOne(kept).error, IsEmpty());
 }
 
-TEST(FileCheckpointStore, RoundTripsRecords) {
+TEST(FileClaimRecordStore, RoundTripsRecords) {
   TempDir dir;
-  FileCheckpointStore store(dir.path() + "/cp.json");
+  FileClaimRecordStore store(dir.path() + "/cp.json");
   ClaimRecord record;
   record.claim = {"ns", "c", "u"};
   record.state = ClaimState::kPrepareCompleted;

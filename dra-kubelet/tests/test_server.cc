@@ -83,9 +83,9 @@ class CrashPlan {
   std::atomic<int> count_{0};
 };
 
-class CrashingStore final : public CheckpointStore {
+class CrashingStore final : public ClaimRecordStore {
  public:
-  CrashingStore(CheckpointStore& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
+  CrashingStore(ClaimRecordStore& inner, CrashPlan& plan) : inner_(inner), plan_(plan) {}
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& uid) override {
     return inner_.Get(uid);
   }
@@ -111,7 +111,7 @@ class CrashingStore final : public CheckpointStore {
   }
 
  private:
-  CheckpointStore& inner_;
+  ClaimRecordStore& inner_;
   CrashPlan& plan_;
 };
 
@@ -268,11 +268,11 @@ int main(int argc, char** argv) {
   SimulatedBackend backend(node_name, SimulatedBackend::Gpus(devices));
   std::unique_ptr<ClaimSource> claims;
   std::unique_ptr<CdiWriter> cdi;
-  std::unique_ptr<CheckpointStore> checkpoint;
+  std::unique_ptr<ClaimRecordStore> checkpoint;
   if (store == "local") {
     claims = std::make_unique<FileClaimSource>(claims_dir);
     cdi = std::make_unique<JsonCdiWriter>(cdi_root);
-    checkpoint = std::make_unique<FileCheckpointStore>(data_dir + "/checkpoint.json");
+    checkpoint = std::make_unique<FileClaimRecordStore>(data_dir + "/checkpoint.json");
 #ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
   } else if (store == "devlet") {
     claims = std::make_unique<ManifestClaimSource>(claims_dir);
@@ -283,8 +283,8 @@ int main(int argc, char** argv) {
       store_options.compact_after_bytes = compact_after_bytes;
       store_options.background_compaction = false;
     }
-    absl::StatusOr<std::unique_ptr<StateCheckpointStore>> opened =
-        StateCheckpointStore::Open(store_options, driver_name, cdi_root);
+    absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> opened =
+        StateClaimRecordStore::Open(store_options, driver_name, cdi_root);
     if (!opened.ok()) {
       logger.Error(opened.status(), "Cannot open the checkpoint");
       return 1;

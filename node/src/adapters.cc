@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <set>
 #include <filesystem>
 #include <fstream>
@@ -15,12 +14,14 @@
 
 #include "devlet/cdi/codec.h"
 #include "devlet/cdi/spec_dir.h"
+#include "devlet/cdi/vendor.h"
 #include "devlet/common/files.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/common/strings.h"
 #include "devlet/devices/device_nodes.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
+#include "devlet/kube/quantity.h"
 #include "nlohmann/json.hpp"
 
 namespace devlet::node {
@@ -221,6 +222,14 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     }
     device.preparation.bind_vfio = true;
   }
+  // Vendor CDI devices resolve now, before any hardware action: the container must not start
+  // without the vendor's libraries and hooks it was configured to get.
+  if (!device.preparation.vendor_cdi_devices.empty() && !request.admin_access) {
+    absl::Status vendor = cdi::ResolveVendorDevices(options_.vendor_cdi_dirs,
+                                                    device.preparation.vendor_cdi_devices)
+                              .status();
+    if (!vendor.ok()) return WithContext(vendor, "device " + request.device);
+  }
   const devices::Preparation& prep = device.preparation;
   bool has_actions = prep.bind_vfio || prep.sriov_num_vfs > 0 || prep.init.has_value() ||
                      !prep.mdev_type.empty();
@@ -267,6 +276,7 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     }
   }
   dra_kubelet::PreparedDevice out;
+  if (!request.admin_access) out.vendor_cdi_device_ids = device.preparation.vendor_cdi_devices;
   out.edits.env.push_back(EnvName(request.device) + "=" + request.pool + "/" + request.device);
   for (const auto& [name, value] : request.config.env) out.edits.env.push_back(name + "=" + value);
   std::string pci = device.pci_address;
@@ -349,41 +359,6 @@ absl::Status DevicesBackend::Unprepare(const dra_kubelet::DeviceUnprepareRequest
 
 // ---- CheckpointClaimsView -------------------------------------------------------------------------
 
-absl::StatusOr<std::int64_t> ParseQuantityValue(std::string_view text, std::int64_t scale) {
-  static const std::map<std::string, long double, std::less<>> kSuffixes = {
-      {"", 1},         {"m", 1e-3},        {"k", 1e3},          {"M", 1e6},
-      {"G", 1e9},      {"T", 1e12},        {"P", 1e15},         {"E", 1e18},
-      {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
-      {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}};
-  size_t end = 0;
-  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
-                               text[end] == '.' || (end == 0 && text[end] == '+'))) {
-    ++end;
-  }
-  std::string number(text.substr(0, end));
-  std::string_view suffix = text.substr(end);
-  long double multiplier = 1;
-  if (!suffix.empty() && (suffix[0] == 'e' || suffix[0] == 'E') && suffix.size() > 1) {
-    try {
-      multiplier = std::pow(10.0L, std::stoi(std::string(suffix.substr(1))));
-    } catch (const std::exception&) {
-      return InvalidArgument("quantity \"" + std::string(text) + "\" has a bad exponent");
-    }
-  } else {
-    auto it = kSuffixes.find(suffix);
-    if (it == kSuffixes.end()) {
-      return InvalidArgument("quantity \"" + std::string(text) + "\" has an unknown suffix");
-    }
-    multiplier = it->second;
-  }
-  if (number.empty() || number == "+" || number == ".") {
-    return InvalidArgument("quantity \"" + std::string(text) + "\" is not a number");
-  }
-  long double value = std::strtold(number.c_str(), nullptr) * multiplier * scale;
-  if (value > 9.2e18L) return InvalidArgument("quantity \"" + std::string(text) + "\" is too large");
-  return static_cast<std::int64_t>(std::ceil(value - 1e-9L));
-}
-
 CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root,
                                            kube::ObjectStore* claims)
     : store_(store), cdi_root_(std::move(cdi_root)), claims_(claims) {}
@@ -419,8 +394,9 @@ CheckpointClaimsView::CpuAllocations CheckpointClaimsView::CpuAllocationOf(
       std::string_view base = name;
       if (auto slash = base.rfind('/'); slash != std::string_view::npos) base = base.substr(slash + 1);
       if (base != "cpus" && base != "memory") continue;
-      absl::StatusOr<std::int64_t> value =
-          ParseQuantityValue(quantity.str(), base == "cpus" ? 1000 : 1);
+      // Exact (kube::Quantity): "1.5Gi" and values near 2^63 stay exact.
+      absl::StatusOr<std::int64_t> value = base == "cpus" ? kube::QuantityMilliValue(quantity)
+                                                          : kube::QuantityValue(quantity);
       if (!value.ok()) {
         log::Logger().Error(value.status(), "Ignoring consumed capacity", "claim",
                             claim.namespace_name + "/" + claim.name, "capacity", name);
@@ -589,7 +565,8 @@ nri::PreparedClaim CheckpointClaimsView::ToNriClaim(const state::PreparedClaim& 
     }
     registry.Add(file, 0, *std::move(spec));
   }
-  const CpuAllocations cpu = CpuAllocationOf(claim);
+  const CpuAllocations cpu =
+      kubelet_sizes_dra_resources_ ? CpuAllocations{} : CpuAllocationOf(claim);
   for (const state::PreparedDevice& device : claim.devices) {
     nri::PreparedDevice d;
     d.request = device.requests.empty() ? "" : device.requests.front();
@@ -598,7 +575,22 @@ nri::PreparedClaim CheckpointClaimsView::ToNriClaim(const state::PreparedClaim& 
     d.device = device.device;
     d.share_id = device.share_id;
     d.cdi_device_names = device.cdi_device_ids;
-    absl::StatusOr<cdi::ContainerEdits> edits = registry.Resolve(device.cdi_device_ids);
+    // Vendor CDI devices (profiles' cdiDevices) are not in the claim's own specs: they resolve
+    // in the vendor spec directories, as the runtime resolves them.
+    std::vector<std::string> own;
+    std::vector<std::string> vendor;
+    for (const std::string& id : device.cdi_device_ids) {
+      (registry.FindDevice(id) != nullptr ? own : vendor).push_back(id);
+    }
+    absl::StatusOr<cdi::ContainerEdits> edits = registry.Resolve(own);
+    if (edits.ok() && !vendor.empty()) {
+      absl::StatusOr<cdi::ContainerEdits> more = cdi::ResolveVendorDevices(vendor_cdi_dirs_, vendor);
+      if (more.ok()) {
+        edits->Append(*more);
+      } else {
+        edits = more.status();
+      }
+    }
     if (!edits.ok()) {
       p.error = "the CDI devices of " + device.pool + "/" + device.device +
                 " do not resolve: " + Message(edits.status());

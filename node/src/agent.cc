@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "devlet/cdi/spec_dir.h"
+#include "devlet/common/files.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/devices/health.h"
@@ -223,6 +224,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     backend_options.sysfs = sysfs_.get();
     backend_options.journal_dir = options_.state_dir + "/preparation";
     backend_options.dev_root = options_.dev_root;
+    backend_options.vendor_cdi_dirs = options_.vendor_cdi_dirs;
     backend_options.preparer.sriov_ledger = sriov_ledger_.get();
     backend_options.preparer.procfs = procfs_.get();
     backend_ = std::make_unique<DevicesBackend>(backend_options);
@@ -236,6 +238,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     // 2. Slices.
     SliceOptions slice_options{.driver = options_.driver_name, .node_name = options_.node_name};
     slice_options.require_node = options_.wait_for_node;
+    slice_options.features = options_.features;
     publisher_ = std::make_unique<SlicePublisher>(store_, slice_options);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -259,7 +262,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     }
 
     // 3. Node state and the kubelet plugin.
-    DEVLET_ASSIGN_OR_RETURN(checkpoint_, Context(dra_kubelet::StateCheckpointStore::Open(
+    DEVLET_ASSIGN_OR_RETURN(checkpoint_, Context(dra_kubelet::StateClaimRecordStore::Open(
                                                          options_.state_dir, options_.driver_name,
                                                          options_.cdi_root),
                                                      "opening the checkpoint"));
@@ -304,9 +307,18 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
           return preparer_->UpdateNetworkData(claim_uid, updates);
         },
         sysfs_.get());
+    view_->SetKubeletSizesDraResources(options_.features.node_allocatable_resources);
+    view_->SetVendorCdiDirs(options_.vendor_cdi_dirs);
     nri::DevletPluginOptions nri_options;
     nri_options.cdi_policy = options_.cdi_policy;
     nri_options.numa_cpus = NumaCpuLists(rescanner_->inventory().cpu);
+    // The CPUs the kernel has online, as the sysfs devlet reads shows them (a simulated tree
+    // without the file: unknown). NUMA alignment never names a CPU outside them.
+    absl::StatusOr<std::optional<std::string>> online =
+        ReadFileIfExists(options_.sysfs_root + "/devices/system/cpu/online");
+    if (online.ok() && online->has_value() && nri::ParseCpuList(**online).ok()) {
+      nri_options.online_cpus = nri::FormatCpuList(*nri::ParseCpuList(**online));
+    }
     nri_plugin_ = std::make_unique<nri::DevletPlugin>(view_.get(), nri_options);
     const char* prelaunched = std::getenv(nri::kPluginSocketEnv);
     if (!options_.nri_socket.empty() || (prelaunched != nullptr && *prelaunched != '\0')) {
@@ -715,7 +727,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
   std::mutex loop_mu_;  // one control-loop pass (or CheckHealthNow) at a time
   bool node_wait_logged_ = false;
   std::unique_ptr<SlicePublisher> publisher_;
-  std::unique_ptr<dra_kubelet::StateCheckpointStore> checkpoint_;
+  std::unique_ptr<dra_kubelet::StateClaimRecordStore> checkpoint_;
   std::unique_ptr<dra_kubelet::CdiSpecWriter> cdi_;
   std::unique_ptr<StoreClaimSource> claims_;
   // Declared before preparer_: the preparer's status thread uses it until the preparer is gone.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "devlet/common/flags.h"
 #include "devlet/common/status.h"
 
 namespace devlet::node {
@@ -37,6 +38,50 @@ kube::DeviceAttribute ToKubeAttribute(const devices::AttributeValue& value) {
   return out;
 }
 
+kube::DeviceAttribute ToKubeListAttribute(const std::vector<devices::AttributeValue>& values) {
+  kube::DeviceAttribute out;
+  for (const devices::AttributeValue& value : values) {
+    std::visit(
+        [&out](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::int64_t>) {
+            if (!out.int_values) out.int_values.emplace();
+            out.int_values->push_back(v);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            if (!out.bool_values) out.bool_values.emplace();
+            out.bool_values->push_back(v);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!out.string_values) out.string_values.emplace();
+            out.string_values->push_back(v);
+          } else {
+            if (!out.version_values) out.version_values.emplace();
+            out.version_values->push_back(v.value);
+          }
+        },
+        value);
+  }
+  return out;
+}
+
+// PartitionType names a device's counter cost, so that devices with one value have one cost as
+// partitionTypeAttribute requires: "memory80Gi-slices4" (counter names and amounts in order,
+// several consumptions joined by "_"). Counter names are C identifiers and quantities
+// alphanumeric (plus '.', which becomes 'p'), so the value is a plain token.
+std::string PartitionType(const devices::DraDevice& device) {
+  std::string out;
+  for (const devices::CounterConsumption& c : device.consumes_counters) {
+    if (!out.empty()) out += "_";
+    std::string part;
+    for (const auto& [name, value] : c.counters) {
+      if (!part.empty()) part += "-";
+      part += name;
+      for (char ch : value) part += ch == '.' ? 'p' : ch;
+    }
+    out += part;
+  }
+  return out.substr(0, 64);
+}
+
 std::uint64_t Fnv1a(std::string_view data) {
   std::uint64_t hash = 1469598103934665603ull;
   for (unsigned char c : data) {
@@ -61,10 +106,19 @@ kube::ResourceSlice Comparable(kube::ResourceSlice slice) {
 
 }  // namespace
 
-absl::StatusOr<kube::Device> ToKubeDevice(const devices::DraDevice& device) {
+absl::StatusOr<kube::Device> ToKubeDevice(const devices::DraDevice& device,
+                                          const PublishFeatures& features) {
   kube::Device out;
   out.name = device.name;
   for (const auto& [name, value] : device.attributes) out.attributes[name] = ToKubeAttribute(value);
+  if (features.list_type_attributes) {
+    for (const auto& [name, values] : device.list_attributes) {
+      out.attributes[name] = ToKubeListAttribute(values);
+    }
+  }
+  if (features.partitionable_devices_type && !device.consumes_counters.empty()) {
+    out.attributes[std::string(kPartitionTypeAttribute)].string_value = PartitionType(device);
+  }
   for (const auto& [name, capacity] : device.capacities) {
     kube::DeviceCapacity cap;
     DEVLET_ASSIGN_OR_RETURN(cap.value,
@@ -108,7 +162,132 @@ absl::StatusOr<kube::Device> ToKubeDevice(const devices::DraDevice& device) {
     out.consumes_counters.push_back(std::move(c));
   }
   if (device.allow_multiple_allocations) out.allow_multiple_allocations = true;
+  if (features.node_allocatable_resources) {
+    for (const auto& [resource, n] : device.node_allocatable) {
+      kube::NodeAllocatableResource r;
+      const std::string field = "nodeAllocatableResources " + resource;
+      if (!n.capacity_key.empty() || !n.device_multiplier.empty()) {
+        kube::NodeAllocatableMapping m;
+        if (!n.capacity_key.empty()) {
+          m.capacity_key = n.capacity_key;
+          DEVLET_ASSIGN_OR_RETURN(m.capacity_multiplier,
+                                  ParseQuantity(n.capacity_multiplier, device.name,
+                                                field + " capacityMultiplier"));
+        }
+        if (!n.device_multiplier.empty()) {
+          DEVLET_ASSIGN_OR_RETURN(m.device_multiplier,
+                                  ParseQuantity(n.device_multiplier, device.name,
+                                                field + " deviceMultiplier"));
+        }
+        r.mapping = std::move(m);
+      }
+      if (!n.overhead_per_pod.empty() || !n.overhead_per_container.empty()) {
+        kube::NodeAllocatableOverhead o;
+        if (!n.overhead_per_pod.empty()) {
+          DEVLET_ASSIGN_OR_RETURN(o.per_pod, ParseQuantity(n.overhead_per_pod, device.name,
+                                                           field + " overhead perPod"));
+        }
+        if (!n.overhead_per_container.empty()) {
+          DEVLET_ASSIGN_OR_RETURN(o.per_container,
+                                  ParseQuantity(n.overhead_per_container, device.name,
+                                                field + " overhead perContainer"));
+        }
+        r.overhead = std::move(o);
+      }
+      out.node_allocatable_resources[resource] = std::move(r);
+    }
+  }
   return out;
+}
+
+namespace {
+
+// One row per gate devlet-node accepts. `field` is null for the gates that change nothing it
+// publishes (accepted so that one --feature-gates value can serve every component).
+struct NodeGate {
+  std::string_view name;
+  std::string_view stage;
+  bool PublishFeatures::*field;
+  bool locked_true;  // GA: cannot be turned off
+  std::string_view effect;
+};
+
+constexpr NodeGate kNodeGates[] = {
+    {"DRANodeAllocatableResources", "alpha", &PublishFeatures::node_allocatable_resources, false,
+     "devices publish nodeAllocatableResources (KEP-5517): CPU devices map cpu <- capacity cpus "
+     "and memory <- capacity memory, profiles may add overheads; the kubelet sizes the pod's "
+     "cgroups from them and devlet's NRI plugin no longer sets those devices' CFS quota and "
+     "memory limit"},
+    {"DRAListTypeAttributes", "alpha", &PublishFeatures::list_type_attributes, false,
+     "list-typed attributes are published (NICs' rdmaDevices, profile attributes given as YAML "
+     "lists); off, they are left out"},
+    {"DRAPartitionableDevicesType", "alpha", &PublishFeatures::partitionable_devices_type, false,
+     "devices that consume counters (partitioned GPUs and their partitions) get the string "
+     "attribute partitionType, their counter cost such as memory20Gi-slices1, and their slices "
+     "set spec.partitionTypeAttribute to <driver>/partitionType"},
+    {"DRAOptionalNodeOperations", "alpha", &PublishFeatures::optional_node_operations, false,
+     "devices of profiles with skipNodeOperations: true (nothing to prepare, nothing for the "
+     "container) go into slices of their own with spec.skipNodeOperations [\"*\"], so the kubelet "
+     "skips NodePrepareResources/NodeUnprepareResources for claims of only such devices; off, "
+     "they are published and prepared like the others"},
+    {"DynamicResourceAllocation", "GA", nullptr, true, ""},
+    {"DRAPrioritizedList", "GA", nullptr, true, ""},
+    {"DRAAdminAccess", "beta", nullptr, false, ""},
+    {"DRAPartitionableDevices", "beta", nullptr, false, ""},
+    {"DRADeviceTaints", "GA", nullptr, false, ""},
+    {"DRADeviceTaintRules", "beta", nullptr, false, ""},
+    {"DRAConsumableCapacity", "beta", nullptr, false, ""},
+    {"DRADeviceBindingConditions", "beta", nullptr, false, ""},
+    {"DRAResourceClaimDeviceStatus", "beta", nullptr, false, ""},
+    {"DRAExtendedResource", "GA", nullptr, false, ""},
+    {"DRAFractionalCapacityRange", "beta", nullptr, false, ""},
+    {"DRADerivedAttributes", "alpha", nullptr, false, ""},
+    {"DRADeviceCompatibilityGroups", "alpha", nullptr, false, ""},
+    {"DRASchedulerFilterTimeout", "beta", nullptr, false, ""},
+    {"DRAWorkloadResourceClaims", "beta", nullptr, false, ""},
+    {"DRAResourceClaimGranularStatusAuthorization", "beta", nullptr, false, ""},
+    {"ResourceHealthStatus", "beta", nullptr, false, ""},
+    {"GenericWorkload", "beta", nullptr, false, ""},
+    {"SchedulerPreQueueingHints", "beta", nullptr, false, ""},
+};
+
+}  // namespace
+
+absl::StatusOr<PublishFeatures> ParseNodeFeatureGates(std::string_view spec) {
+  DEVLET_ASSIGN_OR_RETURN(auto gates, flags::ParseFeatureGates(spec));
+  PublishFeatures features;
+  for (const auto& [name, enabled] : gates) {
+    const NodeGate* gate = nullptr;
+    for (const NodeGate& g : kNodeGates) {
+      if (g.name == name) gate = &g;
+    }
+    if (gate == nullptr) {
+      return InvalidArgument("--feature-gates: unrecognized feature gate: " + name +
+                             " (devlet-node --help lists the gates it knows)");
+    }
+    if (gate->locked_true && !enabled) {
+      return InvalidArgument("--feature-gates: cannot set feature gate " + name +
+                             " to false, feature is locked to true");
+    }
+    if (gate->field != nullptr) features.*(gate->field) = enabled;
+  }
+  return features;
+}
+
+std::string NodeFeatureGatesHelp() {
+  std::string out =
+      "Feature gates, A=true,B=false (Kubernetes 1.37 names; all off by default). What each "
+      "changes:";
+  std::string quiet;
+  for (const NodeGate& g : kNodeGates) {
+    if (g.field == nullptr) {
+      quiet += (quiet.empty() ? "" : ", ") + std::string(g.name);
+      continue;
+    }
+    out += "\n  " + std::string(g.name) + " (" + std::string(g.stage) + "): " +
+           std::string(g.effect) + ".";
+  }
+  return out + "\nAccepted without effect on devlet-node: " + quiet + ".";
 }
 
 bool UsesAdvancedFeatures(const kube::Device& device) {
@@ -158,11 +337,26 @@ absl::StatusOr<std::vector<kube::ResourceSlice>> BuildResourceSlices(
     }
     specs.back().shared_counters.push_back(std::move(counters));
   }
-  // Devices, greedily: a slice is closed when the next device would exceed its limit.
+  // Devices, greedily: a slice is closed when the next device would exceed its limit. With
+  // DRAOptionalNodeOperations, devices that skip node operations follow in slices of their own
+  // (skipNodeOperations is a slice field).
+  const bool split_skip = options.features.optional_node_operations;
+  std::vector<const devices::DraDevice*> ordered;
+  for (const devices::DraDevice& device : set.devices) {
+    if (!split_skip || !device.skip_node_operations) ordered.push_back(&device);
+  }
+  const size_t first_skipping = ordered.size();
+  if (split_skip) {
+    for (const devices::DraDevice& device : set.devices) {
+      if (device.skip_node_operations) ordered.push_back(&device);
+    }
+  }
   bool open = false;
   bool advanced = false;
-  for (const devices::DraDevice& device : set.devices) {
-    DEVLET_ASSIGN_OR_RETURN(kube::Device d, ToKubeDevice(device));
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    const devices::DraDevice& device = *ordered[i];
+    if (i == first_skipping) open = false;
+    DEVLET_ASSIGN_OR_RETURN(kube::Device d, ToKubeDevice(device, options.features));
     if (auto it = options.taints.find(device.name); it != options.taints.end()) {
       d.taints = it->second;
     }
@@ -175,8 +369,13 @@ absl::StatusOr<std::vector<kube::ResourceSlice>> BuildResourceSlices(
     }
     if (!open) {
       specs.push_back(new_spec());
+      if (i >= first_skipping) specs.back().skip_node_operations = {"*"};
       open = true;
       advanced = false;
+    }
+    if (options.features.partitionable_devices_type && !d.consumes_counters.empty()) {
+      specs.back().partition_type_attribute =
+          options.driver + "/" + std::string(kPartitionTypeAttribute);
     }
     advanced = advanced || d_advanced;
     specs.back().devices.push_back(std::move(d));

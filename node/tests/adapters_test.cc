@@ -1,5 +1,8 @@
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -263,7 +266,7 @@ TEST_F(AdaptersTest, UnprepareNeverTouchesAJournalOutsideItsDirectory) {
 
 TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   const std::string cdi_root = (dir_ / "cdi").string();
-  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
+  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
                                             (dir_ / "state").string(), "gpu.devlet.io", cdi_root));
   dra_kubelet::CdiSpecWriter cdi(cdi_root);
   dra_kubelet::CdiSpec spec;
@@ -300,7 +303,7 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
 // error, naming the file or device; an unreadable checkpoint is an error of the whole view.
 TEST_F(AdaptersTest, CheckpointViewReportsClaimsItCannotResolve) {
   const std::string cdi_root = (dir_ / "cdi").string();
-  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
+  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
                                             (dir_ / "state").string(), "gpu.devlet.io", cdi_root));
   dra_kubelet::CdiSpecWriter cdi(cdi_root);
   dra_kubelet::CdiSpec spec;
@@ -338,17 +341,6 @@ TEST_F(AdaptersTest, CheckpointViewReportsClaimsItCannotResolve) {
                        ::testing::HasSubstr("reading devlet's checkpoint of prepared claims")));
 }
 
-TEST(QuantityTest, ParsesCpuAndMemoryQuantities) {
-  EXPECT_THAT(ParseQuantityValue("4", 1000), ::devlet::testing::IsOkAndHolds(4000));
-  EXPECT_THAT(ParseQuantityValue("500m", 1000), ::devlet::testing::IsOkAndHolds(500));
-  EXPECT_THAT(ParseQuantityValue("1.5", 1000), ::devlet::testing::IsOkAndHolds(1500));
-  EXPECT_THAT(ParseQuantityValue("8Gi"), ::devlet::testing::IsOkAndHolds(8LL << 30));
-  EXPECT_THAT(ParseQuantityValue("2e3"), ::devlet::testing::IsOkAndHolds(2000));
-  EXPECT_THAT(ParseQuantityValue("1M"), ::devlet::testing::IsOkAndHolds(1000000));
-  EXPECT_THAT(ParseQuantityValue("4Xi"), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ParseQuantityValue("Gi"), StatusIs(absl::StatusCode::kInvalidArgument));
-}
-
 TEST_F(AdaptersTest, CheckpointViewMapsDraAllocatedCpusToCpuMillisAndMemory) {
   ASSERT_OK_AND_ASSIGN(auto manifests, kube::ManifestStore::Open({.dir = (dir_ / "m").string()}));
   ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
@@ -373,7 +365,7 @@ status:
   ASSERT_OK(manifests->Create(objects[0]).status());
 
   const std::string cdi_root = (dir_ / "cdi").string();
-  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateCheckpointStore::Open(
+  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
                                             (dir_ / "state").string(), "devlet.io", cdi_root));
   dra_kubelet::ClaimRecord record =
       CompletedRecord({"ml", "cpus", "cpu-claim-uid"}, "cpu", "cpu-numa1");
@@ -400,6 +392,138 @@ status:
   CheckpointClaimsView plain(checkpoint->store(), cdi_root);
   ASSERT_OK_AND_ASSIGN(claims, plain.ClaimsForPod("pod-uid"));
   EXPECT_FALSE(claims[0].devices[0].cpu_millis.has_value());
+}
+
+
+// The claim's consumed capacity goes through kube::Quantity exactly: fractions, binary suffixes
+// and values at the int64 bound, where a long double parse rounded or refused.
+TEST_F(AdaptersTest, CheckpointViewReadsCpuAndMemoryQuantitiesExactly) {
+  ASSERT_OK_AND_ASSIGN(auto manifests, kube::ManifestStore::Open({.dir = (dir_ / "m").string()}));
+  const std::string cdi_root = (dir_ / "cdi").string();
+  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
+                                            (dir_ / "state").string(), "devlet.io", cdi_root));
+  struct Case {
+    std::string cpus;
+    std::string memory;
+    std::optional<std::int64_t> cpu_millis;
+    std::optional<std::int64_t> memory_bytes;
+  };
+  const std::vector<Case> cases = {
+      {"100m", "1.5Gi", 100, 1610612736},
+      {"1.5", "9007199254740993", 1500, 9007199254740993},
+      {"0.0001", "9223372036854775807", 1, INT64_MAX},
+      {"9223372036854775807m", "7.5Ei", INT64_MAX, 8646911284551352320},
+      // Past int64: no limit from the claim (logged), never a wrapped or rounded one.
+      {"9223372036854775808m", "8Ei", std::nullopt, std::nullopt},
+  };
+  const std::string kShare = "8a1c2d3e-0000-4000-8000-000000000001";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(c.cpus + " " + c.memory);
+    const std::string uid = "cpu-claim-" + std::to_string(i);
+    const std::string name = "cpus-" + std::to_string(i);
+    ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: )" + name + ", namespace: ml, uid: " + uid + R"(}
+spec:
+  devices:
+    requests:
+    - name: cpu
+      exactly:
+        deviceClassName: cpu.devlet.io
+        capacity: {requests: {cpus: ")" + c.cpus + R"(", memory: ")" + c.memory + R"("}}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: cpu, driver: devlet.io, pool: node-1, device: cpu-numa1,
+         shareID: )" + kShare + R"(,
+         consumedCapacity: {cpus: ")" + c.cpus + R"(", memory: ")" + c.memory + R"("}}
+)", {}));
+    ASSERT_THAT(objects, SizeIs(1));
+    ASSERT_OK(manifests->Create(objects[0]).status());
+    dra_kubelet::ClaimRecord record = CompletedRecord({"ml", name, uid}, "cpu", "cpu-numa1");
+    record.pod_uids = {"pod-" + std::to_string(i)};
+    record.devices[0].prepared.attributes["type"] = std::string("cpu");
+    record.devices[0].share_id = kShare;
+    ASSERT_OK(checkpoint->Put(record));
+
+    CheckpointClaimsView view(checkpoint->store(), cdi_root, manifests.get());
+    ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims,
+                         view.ClaimsForPod("pod-" + std::to_string(i)));
+    ASSERT_THAT(claims, SizeIs(1));
+    ASSERT_THAT(claims[0].devices, SizeIs(1));
+    EXPECT_EQ(claims[0].devices[0].cpu_millis, c.cpu_millis);
+    EXPECT_EQ(claims[0].devices[0].memory_limit_bytes, c.memory_bytes);
+  }
+}
+
+// Writes the checkpoint, journal, annotation and per-device journal formats of this devlet into
+// $DEVLET_FIXTURE_OUT, for the upgrade test of the next format (state/tests/data/v2). Run on
+// purpose only: node_test --gtest_also_run_disabled_tests
+//   --gtest_filter='*WriteTodaysStateFormats*'
+TEST_F(AdaptersTest, DISABLED_WriteTodaysStateFormats) {
+  const char* out_env = std::getenv("DEVLET_FIXTURE_OUT");
+  ASSERT_NE(out_env, nullptr);
+  const fs::path out = out_env;
+  fs::remove_all(out);
+  const std::string cdi_root = "/var/run/cdi";
+  state::StoreOptions options{.dir = (out / "state").string(), .journal_bytes = 16384,
+                              .background_compaction = false};
+  // Claim A goes into the snapshot (folded in by the second Open), claims B and C stay in the
+  // journal.
+  dra_kubelet::ClaimRecord a = CompletedRecord({"ml", "train", "gpu-claim-uid"}, "gpu", "gpu-1");
+  a.pod_claim_name = "gpus";
+  a.pod_uids = {"pod-uid", "pod-uid-2"};
+  a.metadata_generation = 2;
+  dra_kubelet::PreparedDeviceRecord& gpu = a.devices[0];
+  gpu.requests = {"gpu", "gpu/large"};
+  gpu.config.env = {{"A", "1"}};
+  gpu.config.bind_driver = "vfio-pci";
+  gpu.prepared.edits.env = {"DEVLET_DEVICE_GPU_1=node-1/gpu-1", "A=1",
+                            "DEVLET_CLAIM_gpu_claim_uid_0=claim=gpu-claim-uid request=gpu "
+                            "device=node-1/gpu-1"};
+  gpu.prepared.edits.device_nodes = {{"/dev/vfio/12", "", "rw"}, {"/dev/vfio/vfio", "/sim/dev/vfio/vfio", ""}};
+  gpu.prepared.edits.mounts = {{"/var/run/devlet/x", "/x", {"ro", "bind"}}};
+  gpu.prepared.attributes["resource.kubernetes.io/pciBusID"] = std::string("0000:18:00.0");
+  gpu.prepared.attributes["productName"] = std::string("H100");
+  gpu.prepared.attributes["virtualized"] = false;
+  gpu.prepared.attributes["driverVersion"] = dra_kubelet::VersionValue{"550.54.15"};
+  gpu.prepared.network_data = dra_kubelet::NetworkData{"ens1f0np0", {"10.244.1.7/32"}, "b8:3f:d2:0a:00:10"};
+  gpu.cdi_device_ids = {"k8s.devlet.io/claim=gpu-claim-uid-gpu-1"};
+  a.cdi_spec_files = {"k8s.devlet.io-claim_gpu-claim-uid.json"};
+  a.metadata_files = {"/var/run/devlet/metadata/gpu-claim-uid/gpu.json"};
+  {
+    ASSERT_OK_AND_ASSIGN(auto checkpoint,
+                         dra_kubelet::StateClaimRecordStore::Open(options, "devlet.io", cdi_root));
+    ASSERT_OK(checkpoint->Put(a));
+  }
+  ASSERT_OK_AND_ASSIGN(auto checkpoint,
+                       dra_kubelet::StateClaimRecordStore::Open(options, "devlet.io", cdi_root));
+  dra_kubelet::ClaimRecord b = CompletedRecord({"ml", "cpus", "cpu-claim-uid"}, "cpu", "cpu-numa1");
+  b.devices[0].prepared.attributes["type"] = std::string("cpu");
+  b.devices[0].share_id = "8a1c2d3e-0000-4000-8000-000000000001";
+  b.devices[0].admin_access = true;
+  b.devices[0].cdi_device_ids = {"k8s.devlet.io/claim=cpu-claim-uid-cpu-numa1"};
+  b.cdi_spec_files = {"k8s.devlet.io-claim_cpu-claim-uid.json"};
+  ASSERT_OK(checkpoint->Commit({b}, {}));
+  dra_kubelet::ClaimRecord c = CompletedRecord({"ml", "starting", "started-claim-uid"}, "nic", "nic-0");
+  c.state = dra_kubelet::ClaimState::kPrepareStarted;
+  c.devices[0].prepared = {};
+  ASSERT_OK(checkpoint->CommitDeferred({c}, {}));
+  ASSERT_OK(checkpoint->store().Flush());
+
+  // The per-device preparation journal of claim A's gpu-1 (vfio-pci binding).
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  (void)fake_.AddDriver("vfio-pci");
+  DevicesBackend backend({.pool = "node-1", .sysfs = &fake_, .journal_dir = (out / "devices").string()});
+  backend.SetDevices(GpuServerDevices());
+  dra_kubelet::DevicePrepareRequest request = Request("gpu-1");
+  request.claim = a.claim;
+  request.config.bind_driver = "vfio-pci";
+  ASSERT_OK(backend.Prepare(request).status());
+  ASSERT_TRUE(fs::exists(out / "devices" / "gpu-claim-uid_gpu-1.json"));
 }
 
 }  // namespace

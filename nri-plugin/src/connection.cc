@@ -274,8 +274,13 @@ void Connection::HandleRequest(uint32_t conn_id, TtrpcMessage message) {
   context.method = request->method();
   context.stream_id = stream;
   if (request->timeout_nano() > 0) {
-    context.deadline = std::chrono::steady_clock::now() +
-                       std::chrono::nanoseconds(request->timeout_nano());
+    // Saturated at time_point::max(): a peer's timeout near INT64_MAX overflowed the clock
+    // (UBSan, fuzz/nri_ttrpc_fuzzer.cc).
+    const auto now = std::chrono::steady_clock::now();
+    const std::chrono::nanoseconds timeout(request->timeout_nano());
+    context.deadline = timeout < std::chrono::steady_clock::time_point::max() - now
+                           ? now + timeout
+                           : std::chrono::steady_clock::time_point::max();
   }
   const auto received = std::chrono::steady_clock::now();
   Enqueue([this, conn_id, handler, request, context = std::move(context), received] {

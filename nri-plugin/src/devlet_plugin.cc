@@ -401,18 +401,29 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::Build(const api::PodSandb
       }
       node_cpus = Union(node_cpus, *list);
     }
-    if (topology_known && !node_cpus.empty()) {
+    if (topology_known && !options_.online_cpus.empty()) {
+      absl::StatusOr<CpuSet> online = ParseCpuList(options_.online_cpus);
+      if (!online.ok()) {
+        return WithContext(online.status(), "the host's online CPUs");
+      }
+      node_cpus = Intersect(node_cpus, *online);
+    }
+    // Alignment only ever narrows: the container keeps the kubelet's cpuset (an exclusive one
+    // the kubelet did not quote in CFS terms, since DisableCPUQuotaWithExclusiveCPUs, or the
+    // shared pool) when none of the devices' NUMA CPUs is in it or online. Widening it would
+    // take CPUs the host lacks or that are another container's, and memory nodes the kernel may
+    // not have; cpus and mems are then both left alone.
+    bool aligned = true;
+    if (topology_known) {
       CpuSet chosen = node_cpus;
       absl::StatusOr<CpuSet> current = ParseCpuList(container.linux().resources().cpu().cpus());
       if (current.ok() && !current->empty()) {
-        CpuSet narrowed = Intersect(*current, node_cpus);
-        if (!narrowed.empty()) {
-          chosen = narrowed;
-        }
+        chosen = Intersect(*current, node_cpus);
       }
-      cpus = FormatCpuList(chosen);
+      aligned = !chosen.empty();
+      if (aligned) cpus = FormatCpuList(chosen);
     }
-    mems = FormatCpuList(numa_nodes);
+    if (aligned) mems = FormatCpuList(numa_nodes);
   }
   if (!cpus.empty() || !mems.empty()) {
     auto* cpu = adjust.mutable_linux()->mutable_resources()->mutable_cpu();

@@ -6,6 +6,7 @@
 
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
+#include "events.h"
 
 namespace devlet::nri {
 namespace {
@@ -29,48 +30,15 @@ bool ValidIndex(std::string_view index) {
          index[1] <= '9';
 }
 
-// Serve registers a typed handler: decode the request, run `fn`, encode the reply.
-template <typename Request, typename Reply, typename Fn>
-void Serve(ServiceRegistry& services, const std::string& method, Fn fn) {
-  services.Register(
-      kPluginService, method,
-      [method, fn = std::move(fn)](const CallContext&,
-                                   std::string_view payload) -> absl::StatusOr<std::string> {
-        Request request;  // handed over mutable: handlers may move parts out
-        if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-          return InvalidArgument("NRI " + method + ": undecodable request");
-        }
-        absl::StatusOr<Reply> reply = fn(request);
-        if (!reply.ok()) {
-          return reply.status();
-        }
-        return reply->SerializeAsString();
-      });
-}
-
 }  // namespace
 
-uint32_t SubscribedEvents(const Handlers& h) {
+uint32_t SubscribedEvents(const Handlers& handlers) {
   uint32_t mask = 0;
-  auto add = [&](bool set, api::Event event) {
-    if (set) {
-      mask |= EventBit(event);
+  for (const internal::EventRow& row : internal::EventTable()) {
+    if (row.subscribed(handlers)) {
+      mask |= EventBit(row.event);
     }
-  };
-  add(bool(h.run_pod_sandbox), api::RUN_POD_SANDBOX);
-  add(bool(h.update_pod_sandbox), api::UPDATE_POD_SANDBOX);
-  add(bool(h.post_update_pod_sandbox), api::POST_UPDATE_POD_SANDBOX);
-  add(bool(h.stop_pod_sandbox), api::STOP_POD_SANDBOX);
-  add(bool(h.remove_pod_sandbox), api::REMOVE_POD_SANDBOX);
-  add(bool(h.create_container), api::CREATE_CONTAINER);
-  add(bool(h.post_create_container), api::POST_CREATE_CONTAINER);
-  add(bool(h.start_container), api::START_CONTAINER);
-  add(bool(h.post_start_container), api::POST_START_CONTAINER);
-  add(bool(h.update_container), api::UPDATE_CONTAINER);
-  add(bool(h.post_update_container), api::POST_UPDATE_CONTAINER);
-  add(bool(h.stop_container), api::STOP_CONTAINER);
-  add(bool(h.remove_container), api::REMOVE_CONTAINER);
-  add(bool(h.validate_container_adjustment), api::VALIDATE_CONTAINER_ADJUSTMENT);
+  }
   return mask;
 }
 
@@ -130,247 +98,116 @@ Stub::~Stub() {
   }
 }
 
+// The lifecycle rpcs, then each event's rpc from the event table, then StateChange (the pre-v0.12
+// path: one rpc for every event that has no reply of its own).
 void Stub::RegisterServices() {
-  ServiceRegistry& s = *services_;
-  const Handlers& h = handlers_;
-
-  Serve<api::ConfigureRequest, api::ConfigureResponse>(
-      s, "Configure",
-      [this](const api::ConfigureRequest& request) -> absl::StatusOr<api::ConfigureResponse> {
-        RuntimeInfo runtime;
-        runtime.name = request.runtime_name();
-        runtime.version = request.runtime_version();
-        runtime.nri_version = EffectiveNriVersion(request.nri_version(), request.runtime_name(),
-                                                  request.runtime_version());
-        runtime.nri_version_inferred = !ParseNriVersion(request.nri_version()).known;
-        runtime.registration_timeout = std::chrono::milliseconds(request.registration_timeout());
-        runtime.request_timeout = std::chrono::milliseconds(request.request_timeout());
-        if (handlers_.configure) {
-          DEVLET_RETURN_IF_ERROR(handlers_.configure(runtime, request.config()));
+  ServiceRegistry& services = *services_;
+  internal::ServeTyped<api::ConfigureRequest, api::ConfigureResponse>(
+      services, "Configure",
+      [this](const api::ConfigureRequest& request) { return Configure(request); });
+  internal::ServeTyped<api::SynchronizeRequest, api::SynchronizeResponse>(
+      services, "Synchronize",
+      [this](api::SynchronizeRequest& request) { return Synchronize(request); });
+  internal::ServeTyped<api::Empty, api::Empty>(
+      services, "Shutdown", [this](const api::Empty&) -> absl::StatusOr<api::Empty> {
+        if (handlers_.shutdown) {
+          handlers_.shutdown();
         }
-        const uint32_t wanted =
-            options_.events_override != 0 ? options_.events_override : SubscribedEvents(handlers_);
-        const uint32_t valid = ValidEventsMask(runtime.nri_version);
-        const uint32_t events = wanted & valid;
-        if (events == 0) {
-          // 0 would mean "every event" to the runtime.
-          return FailedPrecondition("NRI plugin " + options_.name +
-                                    " has no handler for any event runtime " + runtime.name +
-                                    " " + runtime.version + " knows");
-        }
-        if (events != wanted) {
-          log::Logger().Info("NRI runtime does not know some subscribed events; dropped them",
-                             "runtime", runtime.name + " " + runtime.version, "nriVersion",
-                             runtime.nri_version.text, "dropped", wanted & ~valid);
-        }
-        log::Logger().V(2).Info("NRI plugin configured", "runtime", runtime.name, "version",
-                                runtime.version, "nriVersion", runtime.nri_version.text,
-                                "events", events);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          runtime_ = runtime;
-          events_ = events;
-        }
-        api::ConfigureResponse response;
-        response.set_events(static_cast<int32_t>(events));
-        if (options_.failure_policy) {
-          response.mutable_failure_policy()->set_fail_request(options_.failure_policy->fail_request);
-          response.mutable_failure_policy()->set_keep_connected(
-              options_.failure_policy->keep_connected);
-        }
-        return response;
-      });
-
-  Serve<api::SynchronizeRequest, api::SynchronizeResponse>(
-      s, "Synchronize",
-      [this](api::SynchronizeRequest& request) -> absl::StatusOr<api::SynchronizeResponse> {
-        std::lock_guard<std::mutex> lock(sync_mu_);
-        log::Logger().V(3).Info("NRI Synchronize page", "pods", request.pods_size(), "containers",
-                                request.containers_size(), "more", request.more());
-        for (auto& pod : *request.mutable_pods()) {
-          sync_pods_.push_back(std::move(pod));
-        }
-        for (auto& container : *request.mutable_containers()) {
-          sync_containers_.push_back(std::move(container));
-        }
-        api::SynchronizeResponse response;
-        if (request.more()) {
-          response.set_more(true);  // Intermediate page: no updates allowed.
-          return response;
-        }
-        std::vector<api::PodSandbox> pods = std::move(sync_pods_);
-        std::vector<api::Container> containers = std::move(sync_containers_);
-        sync_pods_.clear();
-        sync_containers_.clear();
-        if (handlers_.synchronize) {
-          DEVLET_ASSIGN_OR_RETURN(std::vector<api::ContainerUpdate> updates,
-                                  handlers_.synchronize(pods, containers));
-          for (auto& update : updates) {
-            *response.add_update() = std::move(update);
-          }
-        }
-        return response;
-      });
-
-  Serve<api::Empty, api::Empty>(s, "Shutdown",
-                                [this](const api::Empty&) -> absl::StatusOr<api::Empty> {
-                                  if (handlers_.shutdown) {
-                                    handlers_.shutdown();
-                                  }
-                                  return api::Empty();
-                                });
-
-  const bool legacy = options_.state_change_only;
-  auto pod_event = [&s, legacy](const std::string& method, PodHandler handler, auto request_tag,
-                                auto reply_tag) {
-    using Request = decltype(request_tag);
-    using Reply = decltype(reply_tag);
-    Serve<Request, Reply>(s, method,
-                          [method, handler, legacy](const Request& request) -> absl::StatusOr<Reply> {
-                            if (legacy) {
-                              return Unimplemented("method " + method);
-                            }
-                            if (handler) {
-                              DEVLET_RETURN_IF_ERROR(handler(request.pod()));
-                            }
-                            return Reply();
-                          });
-  };
-  auto container_event = [&s, legacy](const std::string& method, ContainerHandler handler,
-                                      auto request_tag, auto reply_tag) {
-    using Request = decltype(request_tag);
-    using Reply = decltype(reply_tag);
-    Serve<Request, Reply>(
-        s, method, [method, handler, legacy](const Request& request) -> absl::StatusOr<Reply> {
-          if (legacy) {
-            return Unimplemented("method " + method);
-          }
-          if (handler) {
-            DEVLET_RETURN_IF_ERROR(handler(request.pod(), request.container()));
-          }
-          return Reply();
-        });
-  };
-  pod_event("RunPodSandbox", h.run_pod_sandbox, api::RunPodSandboxRequest(),
-            api::RunPodSandboxResponse());
-  pod_event("PostUpdatePodSandbox", h.post_update_pod_sandbox, api::PostUpdatePodSandboxRequest(),
-            api::PostUpdatePodSandboxResponse());
-  pod_event("StopPodSandbox", h.stop_pod_sandbox, api::StopPodSandboxRequest(),
-            api::StopPodSandboxResponse());
-  pod_event("RemovePodSandbox", h.remove_pod_sandbox, api::RemovePodSandboxRequest(),
-            api::RemovePodSandboxResponse());
-  container_event("PostCreateContainer", h.post_create_container,
-                  api::PostCreateContainerRequest(), api::PostCreateContainerResponse());
-  container_event("StartContainer", h.start_container, api::StartContainerRequest(),
-                  api::StartContainerResponse());
-  container_event("PostStartContainer", h.post_start_container, api::PostStartContainerRequest(),
-                  api::PostStartContainerResponse());
-  container_event("PostUpdateContainer", h.post_update_container,
-                  api::PostUpdateContainerRequest(), api::PostUpdateContainerResponse());
-  container_event("RemoveContainer", h.remove_container, api::RemoveContainerRequest(),
-                  api::RemoveContainerResponse());
-
-  Serve<api::UpdatePodSandboxRequest, api::UpdatePodSandboxResponse>(
-      s, "UpdatePodSandbox",
-      [this](const api::UpdatePodSandboxRequest& request)
-          -> absl::StatusOr<api::UpdatePodSandboxResponse> {
-        if (handlers_.update_pod_sandbox) {
-          DEVLET_RETURN_IF_ERROR(handlers_.update_pod_sandbox(request));
-        }
-        return api::UpdatePodSandboxResponse();
-      });
-
-  Serve<api::CreateContainerRequest, api::CreateContainerResponse>(
-      s, "CreateContainer",
-      [this](const api::CreateContainerRequest& request)
-          -> absl::StatusOr<api::CreateContainerResponse> {
-        if (!handlers_.create_container) {
-          return api::CreateContainerResponse();
-        }
-        return handlers_.create_container(request.pod(), request.container());
-      });
-
-  Serve<api::UpdateContainerRequest, api::UpdateContainerResponse>(
-      s, "UpdateContainer",
-      [this](const api::UpdateContainerRequest& request)
-          -> absl::StatusOr<api::UpdateContainerResponse> {
-        if (!handlers_.update_container) {
-          return api::UpdateContainerResponse();
-        }
-        return handlers_.update_container(request.pod(), request.container(),
-                                          request.linux_resources());
-      });
-
-  Serve<api::StopContainerRequest, api::StopContainerResponse>(
-      s, "StopContainer",
-      [this](const api::StopContainerRequest& request)
-          -> absl::StatusOr<api::StopContainerResponse> {
-        if (!handlers_.stop_container) {
-          return api::StopContainerResponse();
-        }
-        return handlers_.stop_container(request.pod(), request.container());
-      });
-
-  Serve<api::ValidateContainerAdjustmentRequest, api::ValidateContainerAdjustmentResponse>(
-      s, "ValidateContainerAdjustment",
-      [this](const api::ValidateContainerAdjustmentRequest& request)
-          -> absl::StatusOr<api::ValidateContainerAdjustmentResponse> {
-        if (!handlers_.validate_container_adjustment) {
-          return api::ValidateContainerAdjustmentResponse();
-        }
-        return handlers_.validate_container_adjustment(request);
-      });
-
-  // The pre-v0.12 path: one rpc for every event that has no reply of its own.
-  Serve<api::StateChangeEvent, api::Empty>(
-      s, "StateChange", [this](const api::StateChangeEvent& event) -> absl::StatusOr<api::Empty> {
-        const Handlers& hs = handlers_;
-        const api::PodSandbox& pod = event.pod();
-        const api::Container& container = event.container();
-        auto pod_call = [&](const PodHandler& handler) {
-          return handler ? handler(pod) : absl::OkStatus();
-        };
-        auto container_call = [&](const ContainerHandler& handler) {
-          return handler ? handler(pod, container) : absl::OkStatus();
-        };
-        absl::Status status;
-        switch (event.event()) {
-          case api::RUN_POD_SANDBOX:
-            status = pod_call(hs.run_pod_sandbox);
-            break;
-          case api::POST_UPDATE_POD_SANDBOX:
-            status = pod_call(hs.post_update_pod_sandbox);
-            break;
-          case api::STOP_POD_SANDBOX:
-            status = pod_call(hs.stop_pod_sandbox);
-            break;
-          case api::REMOVE_POD_SANDBOX:
-            status = pod_call(hs.remove_pod_sandbox);
-            break;
-          case api::POST_CREATE_CONTAINER:
-            status = container_call(hs.post_create_container);
-            break;
-          case api::START_CONTAINER:
-            status = container_call(hs.start_container);
-            break;
-          case api::POST_START_CONTAINER:
-            status = container_call(hs.post_start_container);
-            break;
-          case api::POST_UPDATE_CONTAINER:
-            status = container_call(hs.post_update_container);
-            break;
-          case api::REMOVE_CONTAINER:
-            status = container_call(hs.remove_container);
-            break;
-          default:
-            // Events with replies of their own never come through StateChange; ignore others.
-            log::Logger().V(2).Info("Ignoring NRI StateChange event", "event",
-                                    static_cast<int>(event.event()));
-            break;
-        }
-        DEVLET_RETURN_IF_ERROR(status);
         return api::Empty();
       });
+  for (const internal::EventRow& row : internal::EventTable()) {
+    row.serve(row, services, &handlers_, options_.state_change_only);
+  }
+  internal::ServeTyped<api::StateChangeEvent, api::Empty>(
+      services, "StateChange",
+      [this](const api::StateChangeEvent& event) -> absl::StatusOr<api::Empty> {
+        DEVLET_RETURN_IF_ERROR(internal::DeliverStateChange(handlers_, event));
+        return api::Empty();
+      });
+}
+
+RuntimeInfo Stub::ReadRuntimeInfo(const api::ConfigureRequest& request) {
+  RuntimeInfo runtime;
+  runtime.name = request.runtime_name();
+  runtime.version = request.runtime_version();
+  runtime.nri_version = EffectiveNriVersion(request.nri_version(), request.runtime_name(),
+                                            request.runtime_version());
+  runtime.nri_version_inferred = !ParseNriVersion(request.nri_version()).known;
+  runtime.registration_timeout = std::chrono::milliseconds(request.registration_timeout());
+  runtime.request_timeout = std::chrono::milliseconds(request.request_timeout());
+  return runtime;
+}
+
+absl::StatusOr<uint32_t> Stub::EventsFor(const RuntimeInfo& runtime) const {
+  const uint32_t wanted =
+      options_.events_override != 0 ? options_.events_override : SubscribedEvents(handlers_);
+  const uint32_t valid = ValidEventsMask(runtime.nri_version);
+  const uint32_t events = wanted & valid;
+  if (events == 0) {
+    // 0 would mean "every event" to the runtime.
+    return FailedPrecondition("NRI plugin " + options_.name +
+                              " has no handler for any event runtime " + runtime.name + " " +
+                              runtime.version + " knows");
+  }
+  if (events != wanted) {
+    log::Logger().Info("NRI runtime does not know some subscribed events; dropped them",
+                       "runtime", runtime.name + " " + runtime.version, "nriVersion",
+                       runtime.nri_version.text, "dropped", wanted & ~valid);
+  }
+  return events;
+}
+
+absl::StatusOr<api::ConfigureResponse> Stub::Configure(const api::ConfigureRequest& request) {
+  const RuntimeInfo runtime = ReadRuntimeInfo(request);
+  if (handlers_.configure) {
+    DEVLET_RETURN_IF_ERROR(handlers_.configure(runtime, request.config()));
+  }
+  DEVLET_ASSIGN_OR_RETURN(const uint32_t events, EventsFor(runtime));
+  log::Logger().V(2).Info("NRI plugin configured", "runtime", runtime.name, "version",
+                          runtime.version, "nriVersion", runtime.nri_version.text, "events",
+                          events);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runtime_ = runtime;
+    events_ = events;
+  }
+  api::ConfigureResponse response;
+  response.set_events(static_cast<int32_t>(events));
+  if (options_.failure_policy) {
+    response.mutable_failure_policy()->set_fail_request(options_.failure_policy->fail_request);
+    response.mutable_failure_policy()->set_keep_connected(options_.failure_policy->keep_connected);
+  }
+  return response;
+}
+
+// Pages are joined; only the last one (more = false) reaches the handler and may carry updates.
+absl::StatusOr<api::SynchronizeResponse> Stub::Synchronize(api::SynchronizeRequest& request) {
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  log::Logger().V(3).Info("NRI Synchronize page", "pods", request.pods_size(), "containers",
+                          request.containers_size(), "more", request.more());
+  for (auto& pod : *request.mutable_pods()) {
+    sync_pods_.push_back(std::move(pod));
+  }
+  for (auto& container : *request.mutable_containers()) {
+    sync_containers_.push_back(std::move(container));
+  }
+  api::SynchronizeResponse response;
+  if (request.more()) {
+    response.set_more(true);  // Intermediate page: no updates allowed.
+    return response;
+  }
+  std::vector<api::PodSandbox> pods = std::move(sync_pods_);
+  std::vector<api::Container> containers = std::move(sync_containers_);
+  sync_pods_.clear();
+  sync_containers_.clear();
+  if (handlers_.synchronize) {
+    DEVLET_ASSIGN_OR_RETURN(std::vector<api::ContainerUpdate> updates,
+                            handlers_.synchronize(pods, containers));
+    for (auto& update : updates) {
+      *response.add_update() = std::move(update);
+    }
+  }
+  return response;
 }
 
 absl::Status Stub::Register(Connection& connection) {

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <tuple>
 
+#include "events.h"
+
 namespace devlet::nri {
 namespace {
 
@@ -114,7 +116,15 @@ NriVersion EffectiveNriVersion(std::string_view reported, std::string_view runti
 }
 
 uint32_t ValidEventsMask(const NriVersion& version) {
-  return version.AtLeast(0, 10, 0) ? 0x3FFFu : 0x7FFu;
+  uint32_t mask = 0;
+  for (const internal::EventRow& row : internal::EventTable()) {
+    const internal::MinVersion& since = row.since;
+    const bool always = since.major == 0 && since.minor == 0 && since.patch == 0;
+    if (always || version.AtLeast(since.major, since.minor, since.patch)) {
+      mask |= EventBit(row.event);
+    }
+  }
+  return mask;
 }
 
 bool SupportsCdiDeviceAdjustment(const NriVersion& version) { return version.AtLeast(0, 7, 0); }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -40,6 +41,17 @@ std::shared_ptr<ServiceRegistry> EchoServices(std::string prefix) {
   services->Register(kSvc, "Fail",
                      [](const CallContext&, std::string_view) -> absl::StatusOr<std::string> {
                        return FailedPrecondition("claim ns/c is not prepared");
+                     });
+  // Deadline answers how far away the request's deadline is: "none", "past" or "future".
+  services->Register(kSvc, "Deadline",
+                     [](const CallContext& context, std::string_view)
+                         -> absl::StatusOr<std::string> {
+                       if (context.deadline == std::chrono::steady_clock::time_point::max()) {
+                         return std::string("none");
+                       }
+                       return std::string(context.deadline < std::chrono::steady_clock::now()
+                                              ? "past"
+                                              : "future");
                      });
   services->Register(kSvc, "Big",
                      [](const CallContext&, std::string_view payload)
@@ -214,11 +226,12 @@ class RawPeerTest : public ::testing::Test {
   void Send(const std::string& bytes) { ASSERT_OK(WriteAll(peer_.get(), bytes.data(), bytes.size())); }
 
   void SendRequest(uint32_t conn, uint32_t stream, const std::string& method,
-                   const std::string& payload) {
+                   const std::string& payload, int64_t timeout_nano = 0) {
     ::devlet::ttrpc::Request request;
     request.set_service(kSvc);
     request.set_method(method);
     request.set_payload(payload);
+    request.set_timeout_nano(timeout_nano);
     for (const auto& frame : EncodeMuxFrames(
              conn, EncodeTtrpcMessage(stream, TtrpcMessageType::kRequest, 0,
                                       request.SerializeAsString()))) {
@@ -283,6 +296,17 @@ TEST_F(RawPeerTest, StreamIdRules) {
   auto [stream3, response3] = ReadResponse();
   EXPECT_EQ(stream3, 3u);
   EXPECT_THAT(response3.status().message(), HasSubstr("must increment"));
+}
+
+// Found by fuzz/nri_ttrpc_fuzzer: a timeout_nano near INT64_MAX overflowed now() + timeout (UBSan)
+// and, without UBSan, wrapped into a deadline in the past. It now means no deadline.
+TEST_F(RawPeerTest, HugeTimeoutIsNoDeadline) {
+  SendRequest(kPluginServiceConn, 1, "Deadline", "", std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(ReadResponse().second.payload(), "none");
+  SendRequest(kPluginServiceConn, 3, "Deadline", "", 60'000'000'000);
+  EXPECT_EQ(ReadResponse().second.payload(), "future");
+  SendRequest(kPluginServiceConn, 5, "Deadline", "");
+  EXPECT_EQ(ReadResponse().second.payload(), "none");
 }
 
 TEST_F(RawPeerTest, UndecodableRequest) {

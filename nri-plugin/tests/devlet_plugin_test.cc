@@ -117,6 +117,71 @@ TEST(ExclusiveCpusTest, Heuristic) {
   EXPECT_FALSE(HasExclusiveCpus(c));  // shared pool of 2 CPUs for a 4-CPU limit
 }
 
+// The NUMA-aligned cpuset stays within the host's online CPUs and the kubelet's cpuset: the
+// cluster test's Guaranteed pod (exclusive CPU 1, no CFS quota since the kubelet's
+// DisableCPUQuotaWithExclusiveCPUs) with a device on NUMA node 1 got 8-15,24-31 on a 2-CPU host
+// and runc failed writing cpuset.cpus.
+TEST(NumaAlignmentTest, StaysWithinOnlineAndKubeletCpus) {
+  struct Case {
+    std::string name;
+    int numa;              // the device's NUMA node
+    std::string online;    // DevletPluginOptions::online_cpus
+    std::string kubelet;   // the CRI request's cpuset ("" = CPU manager none)
+    std::string want_cpus;
+    std::string want_mems;
+  };
+  const std::vector<Case> cases = {
+      {"exclusive CPU off the device's node, no quota", 1, "0-1", "1", "", ""},
+      {"exclusive CPU off the device's node, online unknown", 1, "", "1", "", ""},
+      {"no kubelet cpuset, the node's CPUs not online", 1, "0-1", "", "", ""},
+      {"no kubelet cpuset, some of the node's CPUs online", 0, "0-1", "", "0-1", "0"},
+      {"no kubelet cpuset, online unknown", 0, "", "", "0-7,16-23", "0"},
+      {"shared pool narrowed", 0, "0-31", "0-1,8", "0-1", "0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    PreparedClaim claim;
+    claim.uid = "c1";
+    claim.namespace_name = "ns";
+    claim.name = "gpu";
+    claim.devices.push_back({.request = "gpu", .pool = "node-1", .device = "gpu0",
+                             .cdi_device_names = {"devlet.dev/gpu=gpu0"},
+                             .numa_nodes = {c.numa}});
+    InMemoryClaimsView view;
+    view.Set("uid-1", {claim});
+    DevletPlugin plugin(&view, {.numa_cpus = {{0, "0-7,16-23"}, {1, "8-15,24-31"}},
+                                .online_cpus = c.online});
+    api::PodSandbox pod;
+    pod.set_id("sb-1");
+    pod.set_uid("uid-1");
+    pod.set_name("p");
+    pod.set_namespace_("ns");
+    api::Container ctr;
+    ctr.set_id("ctr-1");
+    ctr.set_name("app");
+    ctr.set_pod_sandbox_id("sb-1");
+    ctr.add_env(Marker(claim, 0));
+    if (!c.kubelet.empty()) ctr.mutable_linux()->mutable_resources()->mutable_cpu()->set_cpus(c.kubelet);
+    auto adjust = plugin.BuildAdjustment(pod, ctr);
+    ASSERT_OK(adjust);
+    EXPECT_EQ(adjust->linux().resources().cpu().cpus(), c.want_cpus);
+    EXPECT_EQ(adjust->linux().resources().cpu().mems(), c.want_mems);
+  }
+  InMemoryClaimsView view;
+  PreparedClaim claim;
+  claim.uid = "c1";
+  claim.devices.push_back({.request = "gpu", .pool = "node-1", .device = "gpu0", .numa_nodes = {0}});
+  view.Set("uid-1", {claim});
+  DevletPlugin bad(&view, {.numa_cpus = {{0, "0-7"}}, .online_cpus = "0-x"});
+  api::PodSandbox pod;
+  pod.set_uid("uid-1");
+  api::Container ctr;
+  ctr.add_env(Marker(claim, 0));
+  EXPECT_THAT(bad.BuildAdjustment(pod, ctr),
+              devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("online CPUs")));
+}
+
 TEST(ClaimsJsonTest, Errors) {
   EXPECT_THAT(ParseClaimsJson("[]"),
               devlet::testing::StatusIs(absl::StatusCode::kInvalidArgument));

@@ -283,6 +283,192 @@ TEST_F(StubTest, StateChangeOnlyModeRefusesDedicatedRpcs) {
   EXPECT_THAT(recorder.Events(), ::testing::ElementsAre("RunPodSandbox:u1"));
 }
 
+
+// Every event, through its dedicated rpc and (for the events without a reply of their own) through
+// StateChange: reaches its own handler, and only that one.
+Handlers HandlersForEveryEvent(Recorder& recorder) {
+  Handlers h;
+  auto pod = [&recorder](std::string name) {
+    return [&recorder, name](const api::PodSandbox& p) {
+      recorder.Add(name + ":" + p.uid());
+      return absl::OkStatus();
+    };
+  };
+  auto ctr = [&recorder](std::string name) {
+    return [&recorder, name](const api::PodSandbox&, const api::Container& c) {
+      recorder.Add(name + ":" + c.id());
+      return absl::OkStatus();
+    };
+  };
+  h.run_pod_sandbox = pod("RunPodSandbox");
+  h.update_pod_sandbox = [&recorder](const api::UpdatePodSandboxRequest& request) {
+    recorder.Add("UpdatePodSandbox:" + request.pod().uid());
+    return absl::OkStatus();
+  };
+  h.post_update_pod_sandbox = pod("PostUpdatePodSandbox");
+  h.stop_pod_sandbox = pod("StopPodSandbox");
+  h.remove_pod_sandbox = pod("RemovePodSandbox");
+  h.create_container = [&recorder](const api::PodSandbox&, const api::Container& c)
+      -> absl::StatusOr<api::CreateContainerResponse> {
+    recorder.Add("CreateContainer:" + c.id());
+    api::CreateContainerResponse response;
+    (*response.mutable_adjust()->mutable_annotations())["by"] = "create";
+    return response;
+  };
+  h.post_create_container = ctr("PostCreateContainer");
+  h.start_container = ctr("StartContainer");
+  h.post_start_container = ctr("PostStartContainer");
+  h.update_container = [&recorder](const api::PodSandbox&, const api::Container& c,
+                                   const api::LinuxResources& resources)
+      -> absl::StatusOr<api::UpdateContainerResponse> {
+    recorder.Add("UpdateContainer:" + c.id() + ":" + resources.cpu().cpus());
+    return api::UpdateContainerResponse();
+  };
+  h.post_update_container = ctr("PostUpdateContainer");
+  h.stop_container = [&recorder](const api::PodSandbox&, const api::Container& c)
+      -> absl::StatusOr<api::StopContainerResponse> {
+    recorder.Add("StopContainer:" + c.id());
+    return FailedPrecondition("stop refused for " + c.id());
+  };
+  h.remove_container = ctr("RemoveContainer");
+  h.validate_container_adjustment = [&recorder](
+      const api::ValidateContainerAdjustmentRequest& request)
+      -> absl::StatusOr<api::ValidateContainerAdjustmentResponse> {
+    recorder.Add("ValidateContainerAdjustment:" + request.container().id());
+    api::ValidateContainerAdjustmentResponse response;
+    response.set_reject(true);
+    return response;
+  };
+  return h;
+}
+
+template <typename Request>
+Request PodAndContainer(const std::string& id) {
+  Request request;
+  *request.mutable_pod() = Pod("p-" + id);
+  request.mutable_container()->set_id("c-" + id);
+  return request;
+}
+
+TEST(SubscriptionTest, EveryHandlerSubscribesItsEvent) {
+  Recorder recorder;
+  EXPECT_EQ(SubscribedEvents(HandlersForEveryEvent(recorder)), 0x3FFFu);
+  EXPECT_EQ(SubscribedEvents(Handlers()), 0u);
+  Handlers one;
+  one.post_start_container = [](const api::PodSandbox&, const api::Container&) {
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(SubscribedEvents(one), EventBit(api::POST_START_CONTAINER));
+}
+
+TEST_F(StubTest, EveryEventReachesItsHandler) {
+  Recorder recorder;
+  StartStub(HandlersForEveryEvent(recorder));
+  auto session = Accept();
+  ASSERT_NE(session, nullptr);
+  EXPECT_THAT(session->Configure({}), devlet::testing::IsOkAndHolds(0x3FFFu));
+  EXPECT_THAT(session->Configure({.nri_version = "v0.9.0"}),
+              devlet::testing::IsOkAndHolds(0x7FFu));
+
+  api::RunPodSandboxRequest run;
+  *run.mutable_pod() = Pod("run");
+  ASSERT_OK(session->Call<api::RunPodSandboxResponse>("RunPodSandbox", run));
+  api::UpdatePodSandboxRequest update_pod;
+  *update_pod.mutable_pod() = Pod("upd");
+  ASSERT_OK(session->Call<api::UpdatePodSandboxResponse>("UpdatePodSandbox", update_pod));
+  api::PostUpdatePodSandboxRequest post_update_pod;
+  *post_update_pod.mutable_pod() = Pod("pupd");
+  ASSERT_OK(
+      session->Call<api::PostUpdatePodSandboxResponse>("PostUpdatePodSandbox", post_update_pod));
+  api::StopPodSandboxRequest stop_pod;
+  *stop_pod.mutable_pod() = Pod("stop");
+  ASSERT_OK(session->Call<api::StopPodSandboxResponse>("StopPodSandbox", stop_pod));
+  api::RemovePodSandboxRequest remove_pod;
+  *remove_pod.mutable_pod() = Pod("rm");
+  ASSERT_OK(session->Call<api::RemovePodSandboxResponse>("RemovePodSandbox", remove_pod));
+
+  auto created = session->Call<api::CreateContainerResponse>(
+      "CreateContainer", PodAndContainer<api::CreateContainerRequest>("create"));
+  ASSERT_OK(created);
+  EXPECT_EQ(created->adjust().annotations().at("by"), "create");
+  ASSERT_OK(session->Call<api::PostCreateContainerResponse>(
+      "PostCreateContainer", PodAndContainer<api::PostCreateContainerRequest>("pcreate")));
+  ASSERT_OK(session->Call<api::StartContainerResponse>(
+      "StartContainer", PodAndContainer<api::StartContainerRequest>("start")));
+  ASSERT_OK(session->Call<api::PostStartContainerResponse>(
+      "PostStartContainer", PodAndContainer<api::PostStartContainerRequest>("pstart")));
+  auto update = PodAndContainer<api::UpdateContainerRequest>("update");
+  update.mutable_linux_resources()->mutable_cpu()->set_cpus("0-3");
+  ASSERT_OK(session->Call<api::UpdateContainerResponse>("UpdateContainer", update));
+  ASSERT_OK(session->Call<api::PostUpdateContainerResponse>(
+      "PostUpdateContainer", PodAndContainer<api::PostUpdateContainerRequest>("pupdate")));
+  EXPECT_THAT(session->Call<api::StopContainerResponse>(
+                  "StopContainer", PodAndContainer<api::StopContainerRequest>("stop")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("stop refused for c-stop")));
+  ASSERT_OK(session->Call<api::RemoveContainerResponse>(
+      "RemoveContainer", PodAndContainer<api::RemoveContainerRequest>("rm")));
+  api::ValidateContainerAdjustmentRequest validate;
+  validate.mutable_container()->set_id("c-val");
+  auto validated = session->Call<api::ValidateContainerAdjustmentResponse>(
+      "ValidateContainerAdjustment", validate);
+  ASSERT_OK(validated);
+  EXPECT_TRUE(validated->reject());
+
+  // The same events through StateChange (pre-v0.12 runtimes); the events with a reply of their
+  // own never come that way and are ignored.
+  for (api::Event event :
+       {api::RUN_POD_SANDBOX, api::STOP_POD_SANDBOX, api::REMOVE_POD_SANDBOX,
+        api::CREATE_CONTAINER, api::POST_CREATE_CONTAINER, api::START_CONTAINER,
+        api::POST_START_CONTAINER, api::UPDATE_CONTAINER, api::POST_UPDATE_CONTAINER,
+        api::STOP_CONTAINER, api::REMOVE_CONTAINER, api::UPDATE_POD_SANDBOX,
+        api::POST_UPDATE_POD_SANDBOX, api::VALIDATE_CONTAINER_ADJUSTMENT}) {
+    auto state = PodAndContainer<api::StateChangeEvent>("sc" + std::to_string(event));
+    state.set_event(event);
+    ASSERT_OK(session->Call<api::Empty>("StateChange", state)) << event;
+  }
+
+  EXPECT_THAT(
+      recorder.Events(),
+      ::testing::ElementsAre(
+          "RunPodSandbox:run", "UpdatePodSandbox:upd", "PostUpdatePodSandbox:pupd",
+          "StopPodSandbox:stop", "RemovePodSandbox:rm", "CreateContainer:c-create",
+          "PostCreateContainer:c-pcreate", "StartContainer:c-start",
+          "PostStartContainer:c-pstart", "UpdateContainer:c-update:0-3",
+          "PostUpdateContainer:c-pupdate", "StopContainer:c-stop", "RemoveContainer:c-rm",
+          "ValidateContainerAdjustment:c-val",
+          // StateChange:
+          "RunPodSandbox:p-sc1", "StopPodSandbox:p-sc2", "RemovePodSandbox:p-sc3",
+          "PostCreateContainer:c-sc5", "StartContainer:c-sc6", "PostStartContainer:c-sc7",
+          "PostUpdateContainer:c-sc9", "RemoveContainer:c-sc11", "PostUpdatePodSandbox:p-sc13"));
+}
+
+TEST_F(StubTest, StateChangeOnlyModeRefusesEveryDedicatedRpcWithAFallback) {
+  Recorder recorder;
+  StartStub(HandlersForEveryEvent(recorder), {.state_change_only = true});
+  auto session = Accept();
+  ASSERT_NE(session, nullptr);
+  for (const char* method :
+       {"RunPodSandbox", "PostUpdatePodSandbox", "StopPodSandbox", "RemovePodSandbox"}) {
+    api::RunPodSandboxRequest request;
+    *request.mutable_pod() = Pod("x");
+    EXPECT_THAT(session->Call<api::Empty>(method, request),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(method)));
+  }
+  for (const char* method : {"PostCreateContainer", "StartContainer", "PostStartContainer",
+                             "PostUpdateContainer", "RemoveContainer"}) {
+    EXPECT_THAT(session->Call<api::Empty>(method,
+                                          PodAndContainer<api::StartContainerRequest>("x")),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(method)));
+  }
+  // The events with a reply of their own are served as usual.
+  ASSERT_OK(session->Call<api::CreateContainerResponse>(
+      "CreateContainer", PodAndContainer<api::CreateContainerRequest>("create")));
+  api::UpdatePodSandboxRequest update_pod;
+  *update_pod.mutable_pod() = Pod("upd");
+  ASSERT_OK(session->Call<api::UpdatePodSandboxResponse>("UpdatePodSandbox", update_pod));
+  EXPECT_THAT(recorder.Events(),
+              ::testing::ElementsAre("CreateContainer:c-create", "UpdatePodSandbox:upd"));
+}
 TEST_F(StubTest, ReconnectsAfterRuntimeGoesAway) {
   Recorder recorder;
   std::atomic<int> closes{0};

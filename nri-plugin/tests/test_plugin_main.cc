@@ -208,6 +208,8 @@ absl::Status Main(int argc, char** argv) {
   if (flags.fail_request || flags.keep_connected) {
     failure_policy = FailurePolicy{flags.fail_request, flags.keep_connected};
   }
+  // --subscribe-all: every event the implemented NRI version knows.
+  const uint32_t all_events = ValidEventsMask(ParseNriVersion(kImplementedNriVersion));
   DEVLET_ASSIGN_OR_RETURN(auto stub, Stub::Create(plugin.MakeHandlers(),
                                                   {.name = flags.name,
                                                    .index = flags.idx,
@@ -216,7 +218,7 @@ absl::Status Main(int argc, char** argv) {
                                                    .min_backoff = std::chrono::milliseconds(20),
                                                    .max_backoff = std::chrono::milliseconds(500),
                                                    .failure_policy = failure_policy,
-                                                   .events_override = flags.subscribe_all ? 0x3FFFu : 0u,
+                                                   .events_override = flags.subscribe_all ? all_events : 0u,
                                                    .state_change_only = flags.state_change_only}));
   plugin.set_stub(stub.get());
   return stub->Run();

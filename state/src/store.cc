@@ -113,7 +113,7 @@ absl::Status CheckpointStore::OpenJournalLocked() {
     DEVLET_RETURN_IF_ERROR(WithContext(
         cdi::WriteFileAtomically(fs_, journal_path_,
                                  std::string(static_cast<std::size_t>(options_.journal_bytes), '\0'),
-                                 {.mode = 0600, .dir_mode = 0700}),
+                                 {.mode = 0600, .dir_mode = 0700, .create_dirs = true}),
         "create the checkpoint journal"));
   }
   DEVLET_ASSIGN_OR_RETURN(journal_fd_, fs_.OpenFile(journal_path_));
@@ -284,7 +284,7 @@ absl::Status CheckpointStore::CompactLocked(Checkpoint checkpoint) {
   cache_.reset();
   DEVLET_RETURN_IF_ERROR(WithContext(
       cdi::WriteFileAtomically(fs_, path_, EncodeCheckpoint(checkpoint, journal_seq_),
-                               {.mode = 0600, .dir_mode = 0700}),
+                               {.mode = 0600, .dir_mode = 0700, .create_dirs = true}),
       "save checkpoint"));
   if (journal_fd_ >= 0) {
     // The snapshot holds everything up to journal_seq_: records left in the journal by a crash

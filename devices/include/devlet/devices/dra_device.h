@@ -92,18 +92,48 @@ struct Preparation {
   // instance's UUID is in the returned kMdev ActionRecord (`mdev_uuid`); publish it as the
   // `mdevUUID` device-metadata attribute (KubeVirt prefers it over pciBusID).
   std::string mdev_type;
+  // CDI devices from a vendor's own spec (e.g. "nvidia.com/gpu=GPU-<uuid>") handed to the
+  // container beside devlet's edits; resolved against the vendor spec directories at prepare.
+  std::vector<std::string> vendor_cdi_devices;
   std::optional<CommandLine> init;     // run at prepare
   std::optional<CommandLine> cleanup;  // run at unprepare (and when init fails)
   bool operator==(const Preparation&) const = default;
+};
+
+// NodeAllocatable says how allocating a device counts against one of the node's own allocatable
+// resources (KEP-5517, resource.k8s.io/v1 Device.nodeAllocatableResources): quantities as strings,
+// "" when unset. A mapping (the device *is* CPU or memory: a claim's consumedCapacity[capacity_key]
+// x capacity_multiplier, or device count x device_multiplier) or an overhead (host memory a GPU's
+// driver costs each pod / container using it), or both. Published only with the
+// DRANodeAllocatableResources gate; the kubelet then sizes the pod's cgroups with it and the
+// scheduler counts it once against the node's allocatable.
+struct NodeAllocatable {
+  std::string capacity_key;  // a key of the device's capacities
+  std::string capacity_multiplier;
+  std::string device_multiplier;
+  std::string overhead_per_pod;
+  std::string overhead_per_container;
+  bool operator==(const NodeAllocatable&) const = default;
 };
 
 // DraDevice is one device of a ResourceSlice plus the facts preparation needs.
 struct DraDevice {
   std::string name;  // DNS label, unique on the node
   std::map<std::string, AttributeValue> attributes;
+  // List-typed attributes (KEP-5491, published only with the DRAListTypeAttributes gate): every
+  // element of one list has the same type; a name is never in `attributes` too.
+  std::map<std::string, std::vector<AttributeValue>> list_attributes;
   std::map<std::string, Capacity> capacities;
   std::vector<CounterConsumption> consumes_counters;
   bool allow_multiple_allocations = false;  // consumable capacity (DRAConsumableCapacity)
+  // Node-allocatable resource name ("cpu", "memory", "hugepages-<size>") -> how the device maps
+  // to it (KEP-5517). CPU devices map cpu <- capacity cpus and memory <- capacity memory.
+  std::map<std::string, NodeAllocatable> node_allocatable;
+  // The device needs no node operation (KEP-5945): nothing to prepare and nothing for the
+  // container (no device nodes, no CDI edits; e.g. bandwidth or licence accounting). With the
+  // DRAOptionalNodeOperations gate it goes into slices with skipNodeOperations ["*"], so the
+  // kubelet calls neither NodePrepareResources nor NodeUnprepareResources for it.
+  bool skip_node_operations = false;
   std::optional<int> numa_node;
   std::string pci_address;  // "" for devices that are not one PCI function (CPU sets)
   std::string profile;      // name of the profile that produced it

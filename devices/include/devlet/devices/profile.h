@@ -25,18 +25,28 @@
 //                               # (not with vfio); attribute mdevType; the UUID comes from prepare
 //     init: {command: [/usr/local/sbin/gpu-reset, --quiet], timeoutSeconds: 30}
 //     cleanup: {command: [/usr/local/sbin/gpu-reset], timeoutSeconds: 30}
-//     attributes: {tier: gold, rack: 7, ecc: true, firmware: {version: 1.2.3}}
+//     attributes: {tier: gold, rack: 7, ecc: true, firmware: {version: 1.2.3}, zones: [a, b]}
+//                               # a list value is a list-typed attribute (DRAListTypeAttributes)
+//     skipNodeOperations: true  # KEP-5945: nothing to prepare, nothing for the container
+//     cdiDevices: ["nvidia.com/gpu={uuid}"]   # vendor CDI devices beside devlet's edits:
+//                               # {uuid} (NVIDIA), {minor} (/dev/nvidia<minor>), {pciBusID},
+//                               # {index} (gpu-3 -> 3), {name}; resolved in /etc/cdi, /var/run/cdi
+//     nodeAllocatableResources:   # KEP-5517, published with the DRANodeAllocatableResources gate
+//       memory: {overhead: {perPod: 2Gi, perContainer: 256Mi}}   # host memory the driver costs
+//       cpu: {mapping: {capacityKey: cpus, capacityMultiplier: 1}}  # (cpu profiles' default)
 //
 // Devices produced (attributes without a domain are in the DRA driver's domain):
 //   gpu   <name>-<i>: type=gpu, vendor, vendorID, deviceID, model, driver, pciBusID, pcieRoot,
 //         numaNode, iommuGroup; capacity memory. Partitions add <name>-<i>-part-<j> devices and a
 //         counter set <name>-<i>-counters (memory, slices) that the whole device and the partitions
 //         consume.
-//   nic   <name>-<i>: type=nic, ..., interface, mac, rdma, rdmaDevice, sriovTotalVFs; capacity
+//   nic   <name>-<i>: type=nic, ..., interface, mac, rdma, rdmaDevice, rdmaDevices (list),
+//         sriovTotalVFs; capacity
 //         bandwidth (bits/s); consumable mode allows multiple allocations with a request policy.
 //   vf    <name>-<i>-vf-<j>: type=vf, pfPciBusID, pfInterface, vfIndex, and pciBusID/interface once
 //         the VF exists; preparation creates it.
-//   cpu   <name>-numa<id>: type=cpu, numaNode, package, smt; consumable capacities cpus and memory.
+//   cpu   <name>-numa<id>: type=cpu, numaNode, package, smt; consumable capacities cpus and memory;
+//         nodeAllocatableResources cpu <- cpus x 1, memory <- memory x 1.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +94,17 @@ struct Profile {
   std::optional<CommandLine> init;
   std::optional<CommandLine> cleanup;
   std::map<std::string, AttributeValue> attributes;
+  // Attributes given as YAML lists (list-typed, KEP-5491; published with DRAListTypeAttributes).
+  std::map<std::string, std::vector<AttributeValue>> list_attributes;
+  // skipNodeOperations: true (KEP-5945): the devices need no node operation; refused for cpu and
+  // vf profiles and with vfio, mdevType, init or cleanup.
+  bool skip_node_operations = false;
+  // cdiDevices: templates of vendor CDI device names, expanded per device ({uuid}, {minor},
+  // {pciBusID}, {index}, {name}); gpu and nic profiles.
+  std::vector<std::string> cdi_devices;
+  // KEP-5517 entries by resource name; they replace the kind's defaults for that resource (cpu
+  // devices map cpu <- cpus and memory <- memory).
+  std::map<std::string, NodeAllocatable> node_allocatable;
   bool operator==(const Profile&) const = default;
 };
 

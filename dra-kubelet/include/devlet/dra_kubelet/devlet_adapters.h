@@ -5,9 +5,9 @@
 //
 //   ResourceClaimFromKube / ManifestClaimSource   kube/ object model and codec (JSON or YAML)
 //   CdiSpecWriter                                 cdi/ spec model, validation and atomic writer
-//   StateCheckpointStore                          state/ checkpoint (shared with the NRI plugin)
+//   StateClaimRecordStore                          state/ checkpoint (shared with the NRI plugin)
 //
-//   DEVLET_ASSIGN_OR_RETURN(auto checkpoint, StateCheckpointStore::Open(data_dir, driver));
+//   DEVLET_ASSIGN_OR_RETURN(auto checkpoint, StateClaimRecordStore::Open(data_dir, driver));
 //   CdiSpecWriter cdi("/var/run/cdi");
 //   ManifestClaimSource claims(manifests_dir);
 //   ClaimPreparer preparer(options, claims, backend, cdi, *checkpoint);
@@ -60,21 +60,21 @@ class CdiSpecWriter final : public CdiWriter {
   bool sync_;
 };
 
-// StateCheckpointStore keeps ClaimRecords in the state/ checkpoint. Each record fills the generic
+// StateClaimRecordStore keeps ClaimRecords in the state/ checkpoint. Each record fills the generic
 // PreparedClaim fields the NRI plugin reads (devices with driver, pool, requests, CDI IDs and
 // attributes as strings; pod UIDs; files; applied config) and keeps the full record under the
 // annotation kRecordAnnotation.
-class StateCheckpointStore final : public CheckpointStore {
+class StateClaimRecordStore final : public ClaimRecordStore {
  public:
   static constexpr char kRecordAnnotation[] = "dra-kubelet.devlet.io/record";
 
   // Open opens (creating) the checkpoint in `dir`. `driver` fills PreparedDevice.driver and
   // `cdi_root` turns CDI spec names into the paths recorded in PreparedClaim.files.
-  static absl::StatusOr<std::unique_ptr<StateCheckpointStore>> Open(const std::string& dir,
+  static absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> Open(const std::string& dir,
                                                                     std::string driver,
                                                                     std::string cdi_root);
   // Open with every state/ option (journal size, a file-system seam for crash injection).
-  static absl::StatusOr<std::unique_ptr<StateCheckpointStore>> Open(
+  static absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> Open(
       const state::StoreOptions& options, std::string driver, std::string cdi_root);
 
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) override;
@@ -93,7 +93,7 @@ class StateCheckpointStore final : public CheckpointStore {
   state::CheckpointStore& store() { return *store_; }
 
  private:
-  StateCheckpointStore(std::unique_ptr<state::CheckpointStore> store, std::string driver,
+  StateClaimRecordStore(std::unique_ptr<state::CheckpointStore> store, std::string driver,
                        std::string cdi_root);
 
   std::unique_ptr<state::CheckpointStore> store_;

@@ -6,7 +6,7 @@
 //   ClaimSource      reads ResourceClaims (API client or manifest directory: kube/)
 //   DeviceBackend    prepares and releases devices (devices/; SimulatedBackend here)
 //   CdiWriter        writes transient CDI spec files (cdi/; JsonCdiWriter here)
-//   CheckpointStore  the crash-safe prepared-claim record (state/; FileCheckpointStore here)
+//   ClaimRecordStore the crash-safe prepared-claim record (state/; FileClaimRecordStore here)
 //   HealthSource     device health for the KEP-4680 stream
 //   ClaimStatusWriter  ResourceClaim status.devices (KEP-4817; kube/ API server or manifests)
 //
@@ -125,6 +125,9 @@ struct PreparedDevice {
   std::map<std::string, AttributeValue> attributes;
   // Network configuration, when the backend knows it at prepare time (NICs).
   std::optional<NetworkData> network_data;
+  // CDI devices from a vendor's own spec ("nvidia.com/gpu=0"), returned to the kubelet after the
+  // device's own CDI device so that the runtime injects the vendor's edits (hooks included).
+  std::vector<std::string> vendor_cdi_device_ids;
 };
 
 // DeviceUnprepareRequest asks the backend to release a device; it carries only what the
@@ -229,11 +232,11 @@ struct ClaimRecord {
   std::int64_t metadata_generation = 1;
 };
 
-// CheckpointStore is the durable record of prepared claims, keyed by claim UID. Every Put and
+// ClaimRecordStore is the durable record of prepared claims, keyed by claim UID. Every Put and
 // Delete is durable when it returns.
-class CheckpointStore {
+class ClaimRecordStore {
  public:
-  virtual ~CheckpointStore() = default;
+  virtual ~ClaimRecordStore() = default;
 
   virtual absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) = 0;
   virtual absl::Status Put(const ClaimRecord& record) = 0;

@@ -6,7 +6,7 @@
 //   FileClaimSource      ResourceClaims from *.json files in a directory (re-read on each call)
 //   SimulatedBackend     a pool of simulated devices; also a HealthSource
 //   JsonCdiWriter        CDI spec files written atomically into a CDI root
-//   FileCheckpointStore  a versioned, checksummed JSON checkpoint written atomically
+//   FileClaimRecordStore  a versioned, checksummed JSON checkpoint written atomically
 #pragma once
 
 #include <atomic>
@@ -103,14 +103,14 @@ class JsonCdiWriter final : public CdiWriter {
   std::string root_;
 };
 
-// FileCheckpointStore keeps every ClaimRecord in one JSON file
+// FileClaimRecordStore keeps every ClaimRecord in one JSON file
 // {"version": "devlet.io/dra-checkpoint/v1", "checksum": "<sha256 of data>", "data": {...}},
 // re-read on every call (no cross-call memory: safe with two plugin instances under flock) and
 // rewritten atomically (temp file, fsync, rename, fsync directory). A file with a bad checksum
 // or an unknown version is an error, never silently reset.
-class FileCheckpointStore final : public CheckpointStore {
+class FileClaimRecordStore final : public ClaimRecordStore {
  public:
-  explicit FileCheckpointStore(std::string path);
+  explicit FileClaimRecordStore(std::string path);
 
   absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) override;
   absl::Status Put(const ClaimRecord& record) override;

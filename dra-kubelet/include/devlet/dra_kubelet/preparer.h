@@ -102,7 +102,7 @@ class ClaimPreparer {
  public:
   // The dependencies must outlive the preparer.
   ClaimPreparer(PreparerOptions options, ClaimSource& claims, DeviceBackend& backend,
-                CdiWriter& cdi, CheckpointStore& checkpoint);
+                CdiWriter& cdi, ClaimRecordStore& checkpoint);
   // Waits for queued status writes that are already running; drops the rest (logged).
   ~ClaimPreparer();
   ClaimPreparer(const ClaimPreparer&) = delete;
@@ -180,7 +180,7 @@ class ClaimPreparer {
   ClaimSource& claims_;
   DeviceBackend& backend_;
   CdiWriter& cdi_;
-  CheckpointStore& checkpoint_;
+  ClaimRecordStore& checkpoint_;
   std::mutex mutex_;  // Serializes batches and unprepare.
 
   std::mutex queue_mutex_;  // Guards queue_ and committing_.

@@ -71,6 +71,10 @@ struct DevicesBackendOptions {
   // containerized driver install) keeps them below another directory. Containers still see the
   // nodes at their /dev paths: CDI edits carry `hostPath` under this root.
   std::string dev_root;
+  // Directories of vendor CDI specs (lowest priority first) that profiles' cdiDevices resolve in
+  // (cdi::ResolveVendorDevices); a prepare whose vendor devices do not resolve fails, naming the
+  // spec file or device.
+  std::vector<std::string> vendor_cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // DevicesBackend prepares the node's devices. Prepare looks the device up in the current set,
@@ -141,6 +145,17 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
   // the discovered attributes only) is read for each function's netdev. Call before NRI starts.
   void SetNetworkUpdater(NetworkUpdater updater, const devices::Sysfs* sysfs);
 
+  // SetKubeletSizesDraResources: the devices publish their KEP-5517 mapping
+  // (DRANodeAllocatableResources), so the kubelet adds the claim's CPU and memory to the pod's
+  // cgroups and to the limits of the containers naming it; the view then reports no cpu_millis /
+  // memory_limit_bytes, so that the NRI plugin does not size those limits a second time (and
+  // never below the kubelet's). The NUMA alignment stays. Call before NRI starts.
+  void SetKubeletSizesDraResources(bool on) { kubelet_sizes_dra_resources_ = on; }
+
+  // SetVendorCdiDirs: where the vendor CDI devices of a claim's devices resolve (the edits
+  // policy); default /etc/cdi, /var/run/cdi. Call before NRI starts.
+  void SetVendorCdiDirs(std::vector<std::string> dirs) { vendor_cdi_dirs_ = std::move(dirs); }
+
   absl::StatusOr<std::vector<nri::PreparedClaim>> ClaimsForPod(
       std::string_view pod_uid) const override;
   absl::Status PodNetworkReady(const nri::PodNetwork& network) const override;
@@ -164,15 +179,13 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
   mutable std::map<std::string, CpuAllocations> cache_;  // by claim UID
   NetworkUpdater network_updater_;
   const devices::Sysfs* sysfs_ = nullptr;
+  bool kubelet_sizes_dra_resources_ = false;
+  std::vector<std::string> vendor_cdi_dirs_ = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // PodIpToCidr turns an address the runtime reports for a pod ("10.244.1.7", "fd00::7", or
 // already "10.244.1.0/24") into the CIDR form of networkData.ips ("10.244.1.7/32", "fd00::7/128");
 // InvalidArgument for anything else.
 absl::StatusOr<std::string> PodIpToCidr(std::string_view ip);
-
-// ParseQuantityValue converts a Kubernetes quantity ("500m", "4", "1.5", "8Gi", "2e3") to a
-// number, scaled by `scale` (1000 for millis) and rounded up; InvalidArgument otherwise.
-absl::StatusOr<std::int64_t> ParseQuantityValue(std::string_view text, std::int64_t scale = 1);
 
 }  // namespace devlet::node

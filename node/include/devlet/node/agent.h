@@ -44,6 +44,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "devlet/devices/inventory.h"
@@ -51,6 +52,7 @@
 #include "devlet/devices/watcher.h"
 #include "devlet/kube/client.h"
 #include "devlet/node/metrics.h"
+#include "devlet/node/slices.h"
 #include "devlet/nri/devlet_plugin.h"
 
 namespace devlet::node {
@@ -97,6 +99,11 @@ struct AgentOptions {
   // simulated nodes pass a devices::ManualUeventSource. nullptr: the kernel's netlink socket on
   // a real machine (sysfs_root /sys without a topology XML), else periodic rescans only.
   devices::UeventSource* uevent_source = nullptr;
+  // --feature-gates: what the slices carry (and, with DRANodeAllocatableResources, who sizes the
+  // CPU/memory limits of DRA-allocated CPUs: the kubelet).
+  PublishFeatures features;
+  // Vendor CDI spec directories for profiles' cdiDevices (lowest priority first).
+  std::vector<std::string> vendor_cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // AgentStatus is a snapshot for logs, the health endpoint and tests.

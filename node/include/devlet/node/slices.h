@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,36 @@
 #include "devlet/kube/resource.h"
 
 namespace devlet::node {
+
+// PublishFeatures are the Kubernetes feature gates (devlet-node --feature-gates, 1.37 names and
+// defaults) that decide what the node publishes. The API server drops fields of a disabled gate
+// and the kubelet and scheduler ignore them, so each is off unless the cluster has it on.
+struct PublishFeatures {
+  // DRANodeAllocatableResources (alpha, off): devices publish nodeAllocatableResources (CPU
+  // devices: cpu <- capacity cpus, memory <- capacity memory; profile overheads), and the NRI
+  // plugin leaves the CFS quota and memory limit of those devices to the kubelet, which sizes
+  // them from the same mapping.
+  bool node_allocatable_resources = false;
+  // DRAListTypeAttributes (alpha, off): list-typed attributes (NICs' rdmaDevices, profile
+  // attributes given as lists) are published; off, they are left out.
+  bool list_type_attributes = false;
+  // DRAPartitionableDevicesType (alpha, off): every device that consumes counters (a
+  // partitioned GPU and its partitions) gets the string attribute partitionType, its counter
+  // cost ("memory80Gi-slices4"), and its slices name it in spec.partitionTypeAttribute.
+  bool partitionable_devices_type = false;
+  // DRAOptionalNodeOperations (alpha, off): devices of profiles with skipNodeOperations go into
+  // slices of their own with spec.skipNodeOperations ["*"]: the kubelet does not call
+  // NodePrepareResources / NodeUnprepareResources for claims of only such devices.
+  bool optional_node_operations = false;
+};
+
+// ParseNodeFeatureGates parses --feature-gates ("A=true,B=false"). Gates that change nothing
+// devlet-node publishes (the other 1.37 DRA gates) are accepted; unknown names, bad values and
+// turning off a GA gate are InvalidArgument naming the gate.
+absl::StatusOr<PublishFeatures> ParseNodeFeatureGates(std::string_view spec);
+
+// NodeFeatureGatesHelp describes each gate devlet-node knows and what it changes (for --help).
+std::string NodeFeatureGatesHelp();
 
 // SliceOptions names the driver and node a publication is for.
 struct SliceOptions {
@@ -40,11 +71,17 @@ struct SliceOptions {
   // so the garbage collector removes them with it, and the kubelet expects them so). Publish then
   // fails with FailedPrecondition while the Node is missing.
   bool require_node = false;
+  PublishFeatures features;
 };
 
 // ToKubeDevice converts one devices/ device into a slice device; InvalidArgument when a
 // capacity or counter is not a valid quantity (naming the device and field).
-absl::StatusOr<kube::Device> ToKubeDevice(const devices::DraDevice& device);
+absl::StatusOr<kube::Device> ToKubeDevice(const devices::DraDevice& device,
+                                          const PublishFeatures& features = {});
+
+// kPartitionTypeAttribute is the attribute (in the driver's domain) that carries a partitioned
+// device's type with DRAPartitionableDevicesType.
+inline constexpr std::string_view kPartitionTypeAttribute = "partitionType";
 
 // UsesAdvancedFeatures reports whether a device lowers its slice's limit to 64 devices (taints,
 // consumesCounters, list-typed attributes).

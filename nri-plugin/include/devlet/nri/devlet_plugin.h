@@ -70,6 +70,10 @@ struct DevletPluginOptions {
   CdiPolicy cdi_policy = CdiPolicy::kAuto;
   bool align_cpus = true;              // NUMA-align cpuset/mems to the devices
   std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs (cpulist)
+  // The CPUs this host has online (cpulist, /sys/devices/system/cpu/online); "" = unknown. A
+  // NUMA-aligned cpuset never names a CPU outside it: the topology devlet was given may describe
+  // CPUs the kernel does not have, and runc fails writing such a cpuset.cpus.
+  std::string online_cpus;
 };
 
 // PodRecord / ContainerRecord are devlet's bookkeeping of what the runtime runs.

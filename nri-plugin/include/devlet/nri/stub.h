@@ -66,7 +66,8 @@ using PodHandler = std::function<absl::Status(const api::PodSandbox& pod)>;
 using ContainerHandler =
     std::function<absl::Status(const api::PodSandbox& pod, const api::Container& container)>;
 
-// Handlers are the plugin's callbacks; set the ones you need. They run on transport worker
+// Handlers are the plugin's callbacks; set the ones you need. Each event's member is bound to its
+// rpc, subscription bit and StateChange delivery by one row of the event table (src/events.cc). They run on transport worker
 // threads, possibly concurrently, and must answer within the runtime's request timeout
 // (RuntimeInfo::request_timeout, 2 s by default) or the runtime drops the plugin. A non-OK status
 // fails the runtime operation with that message (it reaches pod events).
@@ -179,7 +180,15 @@ class Stub {
 
  private:
   Stub(Handlers handlers, StubOptions options);
+  // RegisterServices fills services_: the lifecycle rpcs, each event's rpc, StateChange.
   void RegisterServices();
+  // The lifecycle rpcs.
+  absl::StatusOr<api::ConfigureResponse> Configure(const api::ConfigureRequest& request);
+  absl::StatusOr<api::SynchronizeResponse> Synchronize(api::SynchronizeRequest& request);
+  static RuntimeInfo ReadRuntimeInfo(const api::ConfigureRequest& request);
+  // EventsFor returns the subscription for `runtime`: the handlers' (or events_override)
+  // restricted to the events the runtime's NRI version knows; none of them is an error.
+  absl::StatusOr<uint32_t> EventsFor(const RuntimeInfo& runtime) const;
   absl::Status Register(Connection& connection);
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
   std::shared_ptr<Connection> CurrentConnection() const;

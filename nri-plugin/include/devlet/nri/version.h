@@ -42,9 +42,10 @@ NriVersion InferNriVersion(std::string_view runtime_name, std::string_view runti
 NriVersion EffectiveNriVersion(std::string_view reported, std::string_view runtime_name,
                                std::string_view runtime_version);
 
-// ValidEventsMask returns the events a runtime of NRI version `version` accepts in a subscription:
-// 0x3FFF since v0.10.0 (UpdatePodSandbox, PostUpdatePodSandbox, ValidateContainerAdjustment), else
-// 0x7FF. Subscribing to more makes the runtime refuse the plugin.
+// ValidEventsMask returns the events a runtime of NRI version `version` accepts in a subscription
+// (each event's first version is in the event table, src/events.cc): 0x3FFF since v0.10.0
+// (UpdatePodSandbox, PostUpdatePodSandbox, ValidateContainerAdjustment), else 0x7FF. Subscribing to
+// more makes the runtime refuse the plugin.
 uint32_t ValidEventsMask(const NriVersion& version);
 
 // SupportsCdiDeviceAdjustment: the runtime applies ContainerAdjustment.CDI_devices (v0.7.0+).

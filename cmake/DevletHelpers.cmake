@@ -70,13 +70,14 @@ function(devlet_cc_library)
   add_library(devlet::${ARG_NAME} ALIAS ${_target})
 endfunction()
 
-# devlet_cc_test(NAME foo_test SRCS ... DEPS ... [LABELS unit] [ARGS ...])
+# devlet_cc_test(NAME foo_test SRCS ... DEPS ... [LABELS unit] [ARGS ...] [DEFINES NAME="value" ...])
+# (no target without DEVLET_BUILD_TESTS: what a test needs goes in here, not in if(TARGET ...)).
 # Tests are labelled 'unit' unless told otherwise; CI runs the unit label under ASan+UBSan too.
 function(devlet_cc_test)
   if(NOT DEVLET_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ARGS;DEFINES" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -85,6 +86,7 @@ function(devlet_cc_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${ARG_NAME} PRIVATE ${ARG_DEFINES})
   devlet_apply_common_options(${ARG_NAME})
   gtest_discover_tests(${ARG_NAME}
     EXTRA_ARGS ${ARG_ARGS}
@@ -101,14 +103,15 @@ function(devlet_cc_binary)
   devlet_apply_common_options(${ARG_NAME})
 endfunction()
 
-# devlet_cc_benchmark(NAME foo_benchmark SRCS ... DEPS ...): built, never run by ctest.
+# devlet_cc_benchmark(NAME foo_benchmark SRCS ... DEPS ... [DEFINES ...]): built, never run by ctest.
 function(devlet_cc_benchmark)
   if(NOT DEVLET_BUILD_BENCHMARKS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;DEFINES" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+  target_compile_definitions(${ARG_NAME} PRIVATE ${ARG_DEFINES})
   devlet_apply_common_options(${ARG_NAME})
 endfunction()
 

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "amount.h"
+#include "devlet/allocator/amount.h"
 #include "devlet/allocator/allocator.h"
 #include "devlet/cel/dra.h"
 #include "devlet/common/status.h"

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "amount.h"
+#include "devlet/allocator/amount.h"
 #include "devlet/allocator/allocator.h"
 #include "devlet/cel/quantity.h"
 #include "devlet/common/status.h"

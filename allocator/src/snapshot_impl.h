@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "amount.h"
+#include "devlet/allocator/amount.h"
 #include "devlet/allocator/features.h"
 #include "devlet/cel/cel.h"
 #include "devlet/cel/dra.h"

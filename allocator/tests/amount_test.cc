@@ -1,4 +1,4 @@
-#include "amount.h"
+#include "devlet/allocator/amount.h"
 
 #include "gtest/gtest.h"
 

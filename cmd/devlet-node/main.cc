@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   int health_seconds = 5;
   AddFlag(app, "--health-check-interval-seconds", health_seconds,
           "Check device health this often (taints and the kubelet's health stream); 0 disables");
-  AddFlag(app, "--feature-gates", feature_gates, "Feature gates, A=true,B=false");
+  AddFlag(app, "--feature-gates", feature_gates, devlet::node::NodeFeatureGatesHelp());
   AddFlag(app, "--nri-socket", options.nri_socket,
           "The runtime's NRI socket; empty disables NRI unless NRI_PLUGIN_SOCKET is set");
   AddFlag(app, "--nri-plugin-name", options.nri_plugin_name, "NRI plugin name (NRI_PLUGIN_NAME wins)");
@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
   AddFlag(app, "--dev-root", options.dev_root,
           "Directory that holds the host's device nodes (CDI hostPath); containers still see /dev");
   AddFlag(app, "--profiles", options.profiles_file, "Device profile configuration (YAML)");
+  std::string vendor_cdi_dirs = "/etc/cdi,/var/run/cdi";
+  AddFlag(app, "--vendor-cdi-spec-dirs", vendor_cdi_dirs,
+          "Comma-separated directories of vendor CDI specs (lowest priority first) that profiles' "
+          "cdiDevices resolve in; a prepare whose vendor devices do not resolve fails");
   AddFlag(app, "--enable-device-metadata", options.enable_device_metadata,
           "Write KEP-5304 device-metadata files");
   AddFlag(app, "--publish-claim-status", options.publish_claim_status,
@@ -143,11 +147,19 @@ int main(int argc, char** argv) {
   options.rescan_interval = std::chrono::seconds(rescan_seconds);
   if (const char* pod_uid = std::getenv("POD_UID")) options.pod_uid = pod_uid;
 
-  absl::StatusOr<std::map<std::string, bool>> gates =
-      devlet::flags::ParseFeatureGates(feature_gates);
+  absl::StatusOr<devlet::node::PublishFeatures> gates =
+      devlet::node::ParseNodeFeatureGates(feature_gates);
   if (!gates.ok()) {
     logger.Error(gates.status(), "Bad --feature-gates");
     return 2;
+  }
+  options.features = *gates;
+  options.vendor_cdi_dirs.clear();
+  for (size_t start = 0; start <= vendor_cdi_dirs.size();) {
+    size_t comma = vendor_cdi_dirs.find(',', start);
+    if (comma == std::string::npos) comma = vendor_cdi_dirs.size();
+    if (comma > start) options.vendor_cdi_dirs.push_back(vendor_cdi_dirs.substr(start, comma - start));
+    start = comma + 1;
   }
   absl::StatusOr<devlet::nri::CdiPolicy> policy = devlet::nri::ParseCdiPolicy(cdi_policy);
   if (!policy.ok()) {

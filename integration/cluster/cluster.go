@@ -37,6 +37,7 @@ type cluster struct {
 	ca                                *certAuthority
 	server                            string
 	adminKubeconfig                   string
+	schedulerKubeconfig               string // kube-scheduler's identity (scenario 6 reuses it)
 	etcd                              *embed.Etcd
 	apiserver, kcm, scheduler         *child
 	containerd, kubelet               *child
@@ -140,6 +141,7 @@ func (c *cluster) startControlPlane() {
 			"--service-account-key-file=" + filepath.Join(pki, "sa.key"),
 			"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
 			"--service-cluster-ip-range=10.0.0.0/24",
+			"--feature-gates=" + k8sFeatureGates,
 			"--v=1"}}
 	c.apiserver.start()
 
@@ -171,6 +173,8 @@ func (c *cluster) startControlPlane() {
 			"--controllers=" + strings.Join([]string{
 				"serviceaccount-controller", "serviceaccount-token-controller",
 				"root-ca-certificate-publisher-controller", "daemonset-controller",
+				// devlet-extender's Deployment (scenario 6).
+				"deployment-controller", "replicaset-controller",
 				"resourceclaim-controller", "device-taint-eviction-controller",
 				// Lifts the not-ready taint the kubelet registers the Node with.
 				"node-lifecycle-controller",
@@ -180,13 +184,12 @@ func (c *cluster) startControlPlane() {
 	c.kcm.start()
 
 	schedConfig := c.path("scheduler-config.yaml")
+	c.schedulerKubeconfig = c.ca.kubeconfig(pki, "scheduler", c.server,
+		pkix.Name{CommonName: "system:kube-scheduler"})
 	writeFile(schedConfig, []byte("apiVersion: kubescheduler.config.k8s.io/v1\n"+
 		"kind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: "+
-		c.ca.kubeconfig(pki, "scheduler", c.server, pkix.Name{CommonName: "system:kube-scheduler"})+
-		"\nleaderElection:\n  leaderElect: false\n"), 0o644)
-	c.scheduler = &child{name: "kube-scheduler", log: c.path("logs", "kube-scheduler.log"),
-		args: []string{c.self, "scheduler", "--config=" + schedConfig, "--secure-port=0", "--v=1"}}
-	c.scheduler.start()
+		c.schedulerKubeconfig+"\nleaderElection:\n  leaderElect: false\n"), 0o644)
+	c.startScheduler(schedConfig)
 
 	// The service-account controller makes "default" in each namespace; pods wait for it.
 	waitFor("ServiceAccount default/default", 120*time.Second, func() (bool, string) {
@@ -337,6 +340,9 @@ imageGCLowThresholdPercent: 99
 # accounting; reserved CPUs stay in the shared pool). Without a cpuset from the kubelet, devlet
 # would set the simulated NUMA node's CPUs, which this machine does not all have.
 cpuManagerPolicy: static
+# KEP-5517 (scenario 5): CPU and memory DRA allocated size the pod's cgroups.
+featureGates:
+  DRANodeAllocatableResources: true
 kubeReserved:
   cpu: 100m
 nodeStatusUpdateFrequency: 4s
@@ -463,4 +469,16 @@ func (c *cluster) teardown() {
 	if c.host != nil {
 		c.host.restore(c)
 	}
+}
+
+// k8sFeatureGates: the alpha gates the API server, kube-scheduler and the kubelet run with:
+// DRANodeAllocatableResources (KEP-5517), for scenario 5; devlet-node's own gate is off until then.
+const k8sFeatureGates = "DRANodeAllocatableResources=true"
+
+// startScheduler (re)starts kube-scheduler with a KubeSchedulerConfiguration file.
+func (c *cluster) startScheduler(config string) {
+	c.scheduler = &child{name: "kube-scheduler", log: c.path("logs", "kube-scheduler.log"),
+		args: []string{c.self, "scheduler", "--config=" + config, "--secure-port=0",
+			"--feature-gates=" + k8sFeatureGates, "--v=1"}}
+	c.scheduler.start()
 }

@@ -35,8 +35,10 @@ type devlet struct {
 	opts    options
 	simnode *child
 	image   string // the imported image's name
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// helmValues: the --values arguments of the install, which an upgrade repeats (scenario 6).
+	helmValues []string
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 func (c *cluster) devletLogs() *child {
@@ -183,6 +185,7 @@ func (d *devlet) install() {
 			args = append(args, "--values", d.opts.extraValues)
 		}
 		d.helm(args...)
+		d.helmValues = args[6:]
 		d.waitDaemonSetPod(180 * time.Second)
 		d.waitSlices(120 * time.Second)
 	})

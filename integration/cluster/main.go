@@ -62,7 +62,7 @@ func main() {
 	fs.StringVar(&o.chart, "chart", "", "devlet's Helm chart (packaging/helm/devlet)")
 	fs.StringVar(&o.helm, "helm", "", "helm binary")
 	fs.StringVar(&o.extraValues, "values", "", "one more values file for the chart (last: it wins)")
-	fs.StringVar(&o.scenarios, "scenarios", "1,2,3,4,7,9,10", "scenarios to run, in order (issue 17 §2; 7 and 9 need 1)")
+	fs.StringVar(&o.scenarios, "scenarios", "1,2,3,4,5,6,7,7b,8,9,10,bad", "scenarios to run, in order (issue 17 §2; 7 and 9 need 1)")
 	fs.StringVar(&o.keepDir, "keep", "", "work in this dir and keep it (logs, configs)")
 	fs.BoolVar(&o.hold, "hold", false, "after the scenarios, keep the cluster up until SIGINT/SIGTERM")
 	fs.DurationVar(&o.timeout, "timeout", 25*time.Minute, "tear down and fail after this long")

@@ -21,13 +21,18 @@ import (
 )
 
 var scenarios = map[string]func(d *devlet){
-	"1":  scenarioGPUPod,
-	"2":  scenarioContainerScoping,
-	"3":  scenarioExtendedResource,
-	"4":  scenarioVFIOPod,
-	"7":  scenarioDevletPodDeleted,
-	"9":  scenarioPodDeletion,
-	"10": scenarioDeviceFailure,
+	"1":   scenarioGPUPod,
+	"2":   scenarioContainerScoping,
+	"3":   scenarioExtendedResource,
+	"4":   scenarioVFIOPod,
+	"5":   scenarioDRACPUs,
+	"6":   scenarioExtender,
+	"7":   scenarioDevletPodDeleted,
+	"7b":  scenarioDevletKilledDuringPrepare,
+	"8":   scenarioReboot,
+	"bad": scenarioBadInput,
+	"9":   scenarioPodDeletion,
+	"10":  scenarioDeviceFailure,
 }
 
 // gpuExtendedResource is the gpu DeviceClass's extendedResourceName (values.go).
@@ -447,7 +452,28 @@ func (d *devlet) runGPUPod(ns, name string, spec corev1.PodSpec) (*corev1.Pod, [
 	return pod, gpus
 }
 
+// deletePod deletes a pod and waits until it is gone and devlet has unprepared its claims (no CDI
+// spec names them): the pod object goes before the kubelet unprepares, so a claim allocated
+// right after could get a device devlet still holds for the old one, and the kubelet's retry
+// of that prepare waits out its backoff (about 14 s).
 func (d *devlet) deletePod(ns, name string) {
+	var claimUIDs []string
+	if pod, err := d.c.client.CoreV1().Pods(ns).Get(d.ctx(), name, metav1.GetOptions{}); err == nil {
+		var names []string
+		for _, st := range pod.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				names = append(names, *st.ResourceClaimName)
+			}
+		}
+		if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
+			names = append(names, st.ResourceClaimName)
+		}
+		for _, n := range names {
+			if c, err := d.c.client.ResourceV1().ResourceClaims(ns).Get(d.ctx(), n, metav1.GetOptions{}); err == nil {
+				claimUIDs = append(claimUIDs, string(c.UID))
+			}
+		}
+	}
 	err := d.c.client.CoreV1().Pods(ns).Delete(d.ctx(), name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		fatalf("delete %s/%s: %v", ns, name, err)
@@ -455,6 +481,13 @@ func (d *devlet) deletePod(ns, name string) {
 	waitFor("pod "+ns+"/"+name+" gone", 120*time.Second, func() (bool, string) {
 		_, err := d.c.client.CoreV1().Pods(ns).Get(d.ctx(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitFor("claims of "+ns+"/"+name+" unprepared", 60*time.Second, func() (bool, string) {
+		var left []string
+		for _, uid := range claimUIDs {
+			left = append(left, d.cdiFilesFor(uid)...)
+		}
+		return len(left) == 0, fmt.Sprint(left)
 	})
 }
 
@@ -533,6 +566,16 @@ type ociSpec struct {
 				Devices []struct {
 					Path string `json:"path"`
 				} `json:"devices"`
+				Resources struct {
+					CPU *struct {
+						Quota *int64 `json:"quota"`
+						Cpus  string `json:"cpus"`
+						Mems  string `json:"mems"`
+					} `json:"cpu"`
+					Memory *struct {
+						Limit *int64 `json:"limit"`
+					} `json:"memory"`
+				} `json:"resources"`
 			} `json:"linux"`
 		} `json:"runtimeSpec"`
 	} `json:"info"`
@@ -574,25 +617,86 @@ func devletEdits(s *ociSpec) []string {
 	return out
 }
 
+// specLimits renders what a container's OCI spec asks of its cgroups: CFS quota, cpuset, memory
+// nodes, memory limit ("-" where unset).
+func specLimits(s *ociSpec) (quota, cpus, mems, memory string) {
+	quota, cpus, mems, memory = "-", "-", "-", "-"
+	r := s.Info.RuntimeSpec.Linux.Resources
+	if r.CPU != nil {
+		if r.CPU.Quota != nil {
+			quota = strconv.FormatInt(*r.CPU.Quota, 10)
+		}
+		if r.CPU.Cpus != "" {
+			cpus = r.CPU.Cpus
+		}
+		if r.CPU.Mems != "" {
+			mems = r.CPU.Mems
+		}
+	}
+	if r.Memory != nil && r.Memory.Limit != nil {
+		memory = strconv.FormatInt(*r.Memory.Limit, 10)
+	}
+	return
+}
+
+// cgroupLimits reads, from inside a running container, its own v1 cgroups (runc mounts the
+// container's cgroup of each controller at /sys/fs/cgroup/<controller>).
+func (d *devlet) cgroupLimits(id string) (quota, cpus, mems, memory string) {
+	out := d.inside(id, "cd /sys/fs/cgroup && cat cpu/cpu.cfs_quota_us cpuset/cpuset.cpus "+
+		"cpuset/cpuset.mems memory/memory.limit_in_bytes")
+	f := strings.Fields(out)
+	if !check(len(f) == 4, "cgroup files inside %s: %q", id, out) {
+		return
+	}
+	return f[0], f[1], f[2], f[3]
+}
+
 // scenarioContainerScoping (scenario 2): a pod with an init container, a sidecar (restartable
-// init container) and a main container; only the main one names the GPU claim, and only it gets
-// the GPU's env, device nodes and metadata mount (checked in each container's OCI spec).
+// init container) and a main container; only the main one names the claim (a GPU and 1 CPU +
+// 64Mi of the NUMA node's consumable CPU device), and only it gets the GPU's env, device nodes,
+// metadata mount, devlet's memory nodes and the CPU/memory limits DRA allocated: checked in each
+// container's OCI spec and, for the running ones, in their v1 cgroups read from inside. The init
+// container and the sidecar keep the limits of their own spec. Then a Guaranteed pod whose
+// exclusive CPU is off its GPU's NUMA node (devlet once widened its cpuset to NUMA node 1's
+// simulated CPUs, which this machine lacks, and runc refused it).
 func scenarioContainerScoping(d *devlet) {
 	ns := "scenario-2"
 	d.ensureNamespace(ns)
-	tmpl := "one-gpu"
-	d.createGPUTemplate(ns)
+	cpuOne, mem64 := resource.MustParse("1"), resource.MustParse("64Mi")
+	_, err := d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
+		&resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu-and-cpu"},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
+				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+					{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass}},
+					{Name: "cpu", Exactly: &resourcev1.ExactDeviceRequest{
+						DeviceClassName: "cpu." + driverName,
+						Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+							Expression: `device.attributes["resource.kubernetes.io"].numaNode == 0`}}},
+						Capacity: &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{
+							"cpus": cpuOne, "memory": mem64}}}},
+				}}}},
+		}, metav1.CreateOptions{})
+	must(err, "ResourceClaimTemplate gpu-and-cpu")
+	tmpl := "gpu-and-cpu"
 	always := corev1.ContainerRestartPolicyAlways
+	limits := func(cpu, memory string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}
+	}
 	init := sleeper("init")
 	init.Command = []string{"/bin/true"}
+	init.Resources = limits("300m", "16Mi")
 	sidecar := sleeper("sidecar")
 	sidecar.RestartPolicy = &always
+	sidecar.Resources = limits("200m", "32Mi")
 	d.runGPUPod(ns, "scoped", corev1.PodSpec{
 		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
 		InitContainers: []corev1.Container{init, sidecar},
 		Containers:     []corev1.Container{sleeper("app", "gpu")},
 	})
-	app := devletEdits(d.inspectAny(ns, "scoped", "app"))
+	appSpec := d.inspectAny(ns, "scoped", "app")
+	app := devletEdits(appSpec)
 	gpuEnv, devNodes, metadata := 0, 0, 0
 	for _, e := range app {
 		switch {
@@ -610,8 +714,73 @@ func scenarioContainerScoping(d *devlet) {
 		got := devletEdits(d.inspectAny(ns, "scoped", name))
 		check(len(got) == 0, "%s container, which names no claim, got %v", name, got)
 	}
-	logf("scoped: app got %v; init and sidecar nothing", app)
+	// CPU and memory: 1 CPU of 100 ms per 100 ms period and 64Mi for the main container (DRA,
+	// through devlet), NUMA node 0's CPUs this machine has and memory node 0 set by devlet; the
+	// others keep their spec's limits and the kubelet's cpuset, no memory nodes from devlet.
+	numa0 := d.numaCPUs(0)
+	q, cpus, mems, memory := specLimits(appSpec)
+	check(q == "100000" && memory == strconv.Itoa(64<<20) && mems == "0" &&
+		sameSet(expandCPUs(cpus), numa0),
+		"main container's OCI spec: quota %s cpus %s mems %s memory %s, want 100000, %v, 0, %d",
+		q, cpus, mems, memory, numa0, 64<<20)
+	appID := d.containerID(ns, "scoped", "app")
+	cq, ccpus, cmems, cmem := d.cgroupLimits(appID)
+	check(cq == "100000" && cmem == strconv.Itoa(64<<20) && cmems == "0" && sameSet(expandCPUs(ccpus), numa0),
+		"main container's cgroups: cfs_quota_us %s cpuset.cpus %s cpuset.mems %s memory.limit_in_bytes %s",
+		cq, ccpus, cmems, cmem)
+	logf("scoped app: OCI quota %s cpus %s mems %s memory %s; cgroups %s %s %s %s", q, cpus, mems,
+		memory, cq, ccpus, cmems, cmem)
+	for _, c := range []struct{ name, quota, memory string }{
+		{"init", "30000", strconv.Itoa(16 << 20)}, {"sidecar", "20000", strconv.Itoa(32 << 20)}} {
+		q, cpus, mems, memory := specLimits(d.inspectAny(ns, "scoped", c.name))
+		check(q == c.quota && memory == c.memory && mems == "-",
+			"%s container's OCI spec: quota %s cpus %s mems %s memory %s, want its own %s and %s, no mems",
+			c.name, q, cpus, mems, memory, c.quota, c.memory)
+		logf("scoped %s: OCI quota %s cpus %s mems %s memory %s", c.name, q, cpus, mems, memory)
+	}
+	sideID := d.containerID(ns, "scoped", "sidecar")
+	cq, ccpus, cmems, cmem = d.cgroupLimits(sideID)
+	check(cq == "20000" && cmem == strconv.Itoa(32<<20), "sidecar's cgroups: cfs_quota_us %s memory %s", cq, cmem)
+	logf("scoped sidecar: cgroups %s %s %s %s; init and sidecar got nothing from devlet", cq, ccpus, cmems, cmem)
 	d.deletePod(ns, "scoped")
+
+	// A Guaranteed pod: the static CPU manager gives its container an exclusive CPU (and, with
+	// DisableCPUQuotaWithExclusiveCPUs, no CFS quota); its GPU is on NUMA node 1, whose simulated
+	// CPUs this machine lacks. devlet leaves the kubelet's cpuset alone.
+	_, err = d.c.client.ResourceV1().ResourceClaimTemplates(ns).Create(d.ctx(),
+		&resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "numa1-gpu"},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
+				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+					Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuClass,
+						Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+							Expression: `device.attributes["resource.kubernetes.io"].numaNode == 1`}}}},
+				}}}}},
+		}, metav1.CreateOptions{})
+	must(err, "ResourceClaimTemplate numa1-gpu")
+	tmpl1 := "numa1-gpu"
+	guaranteed := sleeper("app", "gpu")
+	guaranteed.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: cpuOne,
+		corev1.ResourceMemory: resource.MustParse("32Mi")}
+	pod, gpus := d.runGPUPod(ns, "exclusive", corev1.PodSpec{
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl1}},
+		Containers:     []corev1.Container{guaranteed},
+	})
+	check(pod.Status.QOSClass == corev1.PodQOSGuaranteed && len(gpus) == 1,
+		"exclusive: QoS %s, GPU env %v", pod.Status.QOSClass, gpus)
+	id := d.containerID(ns, "exclusive", "app")
+	status := d.inside(id, "cat /proc/self/status")
+	got := expandCPUs(statusLine(status, "Cpus_allowed_list"))
+	machine := expandCPUs(readTrim("/sys/fs/cgroup/cpuset/cpuset.cpus"))
+	inMachine := len(got) == 1
+	for cpu := range got {
+		inMachine = inMachine && machine[cpu]
+	}
+	check(inMachine, "exclusive: Cpus_allowed_list %q, want the kubelet's one exclusive CPU of this machine",
+		statusLine(status, "Cpus_allowed_list"))
+	logf("exclusive (Guaranteed, GPU on NUMA 1): %v, Cpus_allowed_list %s Mems_allowed_list %s", gpus,
+		statusLine(status, "Cpus_allowed_list"), statusLine(status, "Mems_allowed_list"))
+	d.deletePod(ns, "exclusive")
 }
 
 // scenarioDeviceFailure (scenario 10): the GPU of a running pod reports a fatal PCIe AER error

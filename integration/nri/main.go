@@ -368,11 +368,15 @@ func main() {
 		goPluginMain(os.Args[2:])
 		return
 	}
-	if mode == "node" {
+	if mode == "node" || mode == "node-gates" {
 		adaptation.SetPluginRegistrationTimeout(5 * time.Second)
 		adaptation.SetPluginRequestTimeout(requestTimeout)
 		logrus.SetLevel(logrus.ErrorLevel)
-		nodeMain(os.Args[2:])
+		if mode == "node" {
+			nodeMain(os.Args[2:])
+		} else {
+			nodeGatesMain(os.Args[2:])
+		}
 		if failures > 0 {
 			fmt.Printf("%d check(s) failed\n", failures)
 			os.Exit(1)

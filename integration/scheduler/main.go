@@ -372,6 +372,9 @@ func schedulerConfig(mode, kubeconfig, extenderURL string) string {
 	header := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
 		"clientConnection:\n  kubeconfig: " + kubeconfig + "\n" +
 		"leaderElection:\n  leaderElect: false\n"
+	if mode == "intree" {
+		return header // the default profile: the in-tree DynamicResources plugin allocates
+	}
 	if mode == "score" {
 		return header + `extenders:
 - urlPrefix: "` + extenderURL + `"
@@ -428,7 +431,29 @@ func main() {
 	only := flag.String("run", "", "run only scenarios whose name contains this")
 	useTLS := flag.Bool("tls", false, "serve devlet-extender over TLS with --client-ca-file; "+
 		"the scheduler's calls reach it with a client certificate (CN kube-scheduler)")
+	throughput := flag.Bool("throughput", false, "run the scheduler_perf DRA workloads with the "+
+		"in-tree plugin and with devlet-extender (allocate mode) and compare (see throughput.go)")
+	nodes := flag.Int("nodes", 500, "--throughput: nodes, 10 devices each")
+	initClaims := flag.Int("init-claims", 2500, "--throughput: claims allocated before the pods")
+	pods := flag.Int("pods", 2500, "--throughput: pods created and measured")
+	workloads := flag.String("workloads", "template,selector", "--throughput: template, selector")
+	sides := flag.String("sides", "intree,extender", "--throughput: intree, extender")
+	replicas := flag.Bool("replicas", false, "--throughput: two devlet-extender replicas behind "+
+		"one address; the first is killed when a third of the pods are bound")
+	minRatio := flag.Float64("min-ratio", 0, "--throughput: fail when the extender's pods/s is "+
+		"below this share of the in-tree plugin's")
+	timeout := flag.Duration("timeout", 10*time.Minute, "--throughput: limit per run")
 	flag.Parse()
+	if *throughput && *extenderPath != "" {
+		self, err := os.Executable()
+		if err != nil {
+			fail("%v", err)
+		}
+		os.Exit(runThroughput(self, *extenderPath, *keep, tpOptions{nodes: *nodes,
+			initClaims: *initClaims, pods: *pods, workloads: strings.Split(*workloads, ","),
+			sides: strings.Split(*sides, ","), replicas: *replicas, minRatio: *minRatio,
+			timeout: *timeout}))
+	}
 	if *extenderPath == "" || (*mode != "score" && *mode != "allocate") {
 		fail("usage: scheduler-e2e --extender PATH --mode score|allocate [--keep DIR] [--record DIR]")
 	}
@@ -462,33 +487,11 @@ func main() {
 	os.Exit(code)
 }
 
-func run(e *env, self, extenderPath, record, only string) int {
+// writeCredentials writes the test CA, the API server's serving certificate, the service account
+// key and the token file into e.dir, sets e.token and e.pool, and returns the CA, the CA file and
+// the writer it used (name -> path).
+func writeCredentials(e *env) (*certAuthority, string, func(string, []byte) string) {
 	dir := e.dir
-	// ---- etcd, embedded (outlives kube-apiserver restarts) ------------------------------------
-	clientURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
-	peerURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
-	cfg := embed.NewConfig()
-	cfg.Name = "devlet-scheduler-test"
-	cfg.Dir = filepath.Join(dir, "etcd")
-	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "error"
-	etcd, err := embed.StartEtcd(cfg)
-	if err != nil {
-		fail("etcd: %v", err)
-	}
-	defer etcd.Close()
-	defer e.stopAll() // before etcd closes (defers run last-in first-out)
-	select {
-	case <-etcd.Server.ReadyNotify():
-	case <-time.After(60 * time.Second):
-		fail("etcd did not become ready in 60s")
-	}
-
-	// ---- credentials ------------------------------------------------------------------------------
 	ca := newCA()
 	servingCert, servingKey := ca.serving()
 	write := func(name string, data []byte) string {
@@ -508,32 +511,36 @@ func run(e *env, self, extenderPath, record, only string) int {
 	write("tokens.csv", []byte(e.token+",devlet-admin,devlet-admin-uid,\"system:masters\"\n"))
 	e.pool = x509.NewCertPool()
 	e.pool.AddCert(ca.cert)
+	return ca, caFile, write
+}
 
-	// ---- kube-apiserver ---------------------------------------------------------------------------
-	port := freePort()
-	e.server = "https://127.0.0.1:" + strconv.Itoa(port)
-	e.apiserver = &child{name: "kube-apiserver", log: filepath.Join(dir, "kube-apiserver.log"),
-		args: []string{self, runAPIServer,
-			"--etcd-servers=" + clientURL.String(),
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			"--endpoint-reconciler-type=none",
-			"--secure-port=" + strconv.Itoa(port),
-			"--cert-dir=" + filepath.Join(dir, "certs"),
-			"--tls-cert-file=" + filepath.Join(dir, "serving.crt"),
-			"--tls-private-key-file=" + filepath.Join(dir, "serving.key"),
-			"--client-ca-file=" + caFile,
-			"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
-			"--authorization-mode=RBAC",
-			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
-			"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
-			"--service-cluster-ip-range=10.0.0.0/24",
-			// No node lifecycle controller runs to lift the not-ready taint TaintNodesByCondition adds.
-			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-			"--v=0",
-		}}
-	e.kubeconfig = write("kubeconfig.yaml", []byte(fmt.Sprintf(`apiVersion: v1
+// apiServerArgs is kube-apiserver's command line (this binary re-executed) on etcd `etcdURL`.
+func apiServerArgs(self, etcdURL string, port int, dir, caFile string) []string {
+	return []string{self, runAPIServer,
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--tls-cert-file=" + filepath.Join(dir, "serving.crt"),
+		"--tls-private-key-file=" + filepath.Join(dir, "serving.key"),
+		"--client-ca-file=" + caFile,
+		"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
+		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// No node lifecycle controller runs to lift the not-ready taint TaintNodesByCondition adds.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--v=0",
+	}
+}
+
+// kubeconfigText is a kubeconfig for `server` with the CA and the admin token.
+func kubeconfigText(server string, ca *certAuthority, token string) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 current-context: test
 clusters:
@@ -550,7 +557,48 @@ users:
 - name: admin
   user:
     token: %s
-`, e.server, base64.StdEncoding.EncodeToString(ca.pem), e.token)))
+`, server, base64.StdEncoding.EncodeToString(ca.pem), token)
+}
+
+// startEtcd starts the embedded etcd in dir/etcd and returns it with its client URL.
+func startEtcd(dir string) (*embed.Etcd, string) {
+	clientURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
+	peerURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort())}
+	cfg := embed.NewConfig()
+	cfg.Name = "devlet-scheduler-test"
+	cfg.Dir = filepath.Join(dir, "etcd")
+	cfg.ListenClientUrls = []url.URL{clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{clientURL}
+	cfg.ListenPeerUrls = []url.URL{peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{peerURL}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	etcd, err := embed.StartEtcd(cfg)
+	if err != nil {
+		fail("etcd: %v", err)
+	}
+	select {
+	case <-etcd.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		fail("etcd did not become ready in 60s")
+	}
+	return etcd, clientURL.String()
+}
+
+func run(e *env, self, extenderPath, record, only string) int {
+	dir := e.dir
+	// ---- etcd, embedded (outlives kube-apiserver restarts) ------------------------------------
+	etcd, etcdURL := startEtcd(dir)
+	defer etcd.Close()
+	defer e.stopAll() // before etcd closes (defers run last-in first-out)
+
+	// ---- credentials and kube-apiserver -----------------------------------------------------------
+	ca, caFile, write := writeCredentials(e)
+	port := freePort()
+	e.server = "https://127.0.0.1:" + strconv.Itoa(port)
+	e.apiserver = &child{name: "kube-apiserver", log: filepath.Join(dir, "kube-apiserver.log"),
+		args: apiServerArgs(self, etcdURL, port, dir, caFile)}
+	e.kubeconfig = write("kubeconfig.yaml", []byte(kubeconfigText(e.server, ca, e.token)))
 
 	// ---- devlet-extender, behind the recording proxy ----------------------------------------
 	extPort := freePort()
@@ -596,7 +644,7 @@ users:
 		logf("devlet-extender /readyz is 503 while kube-apiserver is down")
 	}
 
-	logf("starting kube-apiserver on %s (etcd %s, work dir %s)", e.server, clientURL.String(), dir)
+	logf("starting kube-apiserver on %s (etcd %s, work dir %s)", e.server, etcdURL, dir)
 	e.apiserver.start()
 	if err := e.waitAPIServer(); err != nil {
 		fmt.Fprintln(os.Stderr, e.apiserver.tail(8<<10))

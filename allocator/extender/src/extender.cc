@@ -865,56 +865,52 @@ std::string Extender::Prioritize(std::string_view body) {
   return out;
 }
 
-std::string Extender::Bind(std::string_view body) {
-  ++counters_.bind_requests;
-  auto fail = [this](const std::string& message) {
-    ++counters_.bind_failures;
-    return json({{"Error", message}}).dump();
-  };
+// ---- bind, step by step -------------------------------------------------------------------------
+
+namespace {
+
+// BindArgs is the scheduler's ExtenderBindingArgs.
+struct BindArgs {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  std::string node;
+};
+
+// ParseBindArgs decodes ExtenderBindingArgs; every error is the request's fault.
+absl::StatusOr<BindArgs> ParseBindArgs(std::string_view body) {
   absl::StatusOr<json> args = ParseBody(body);
-  if (!args.ok()) {
-    ++counters_.bad_requests;
-    return fail(Message(args.status()));
-  }
+  if (!args.ok()) return args.status();
   auto str = [&](std::string_view name) -> std::string {
     const json* v = Field(*args, name);
     return v != nullptr && v->is_string() ? v->get<std::string>() : "";
   };
-  const std::string ns = str("PodNamespace");
-  const std::string name = str("PodName");
-  const std::string uid = str("PodUID");
-  const std::string node_name = str("Node");
-  if (name.empty() || node_name.empty()) {
-    ++counters_.bad_requests;
-    return fail("ExtenderBindingArgs: PodName and Node are required");
+  BindArgs out{str("PodNamespace"), str("PodName"), str("PodUID"), str("Node")};
+  if (out.name.empty() || out.node.empty()) {
+    return InvalidArgument("ExtenderBindingArgs: PodName and Node are required");
   }
-  const std::string pod_key = Key(ns, name);
-  if (options_.mode != Mode::kAllocate) {
-    absl::Status status = writer_.BindPod(ns, name, uid, node_name);
-    return status.ok() ? json({{"Error", ""}}).dump() : fail(Message(status));
-  }
-  std::optional<kube::Pod> pod = state_.GetPod(ns, name);
-  if (!pod) {
-    std::lock_guard lock(pods_mu_);
-    auto it = pods_seen_.find(pod_key);
-    if (it != pods_seen_.end()) pod = it->second;
-  }
-  if (!pod) return fail("Pod \"" + pod_key + "\" is not known to devlet-extender");
-  if (!uid.empty() && !pod->metadata.uid.empty() && pod->metadata.uid != uid) {
-    return fail("Pod \"" + pod_key + "\": UID " + uid + " does not match " + pod->metadata.uid);
-  }
+  return out;
+}
 
-  // Reserve: allocate on the chosen node, then hold the devices. The search runs on a snapshot
-  // of the state, under no lock: under the exclusive lock it blocked every other pod's filter
-  // and prioritize for as long as it took (issue 14 §0.4). The exclusive lock is taken only to
-  // commit, and only if nothing the allocation depends on changed meanwhile (the node's
-  // NodeVersion covers its Node, the pools it sees, their allocations and holds, classes and
-  // taint rules); otherwise the search runs again on the new state.
-  const auto start = Clock::now();
-  allocator::AllocateOptions allocate_options;
-  Budget(state_, options_, start, allocate_options);
+// Reservation is what Reserve holds for a pod on its node: the pod's claims and, for each of
+// `claims.pending`, the allocation held in the state.
+struct Reservation {
   PodClaims claims;
   std::vector<kube::AllocationResult> results;
+};
+
+// Reserve allocates the pod's pending claims on the chosen node, then holds the devices. The
+// search runs on a snapshot of the state, under no lock: under the exclusive lock it blocked every
+// other pod's filter and prioritize for as long as it took (issue 14 §0.4). The exclusive lock is
+// taken only to commit, and only if nothing the allocation depends on changed meanwhile (the
+// node's NodeVersion covers its Node, the pools it sees, their allocations and holds, classes and
+// taint rules); otherwise the search runs again on the new state.
+absl::StatusOr<Reservation> Reserve(ClusterState& state, const Options& options, Counters& counters,
+                                    const kube::Pod& pod, const std::string& node_name) {
+  const std::string pod_key = Key(pod.metadata.namespace_, pod.metadata.name);
+  allocator::AllocateOptions allocate_options;
+  Budget(state, options, Clock::now(), allocate_options);
+  Reservation out;
   constexpr int kReserveAttempts = 5;
   for (int attempt = 1;; ++attempt) {
     std::optional<kube::Node> node;
@@ -922,61 +918,75 @@ std::string Extender::Bind(std::string_view body) {
     allocator::AllocatedState allocated;
     ClusterState::NodeVersion version;
     {
-      std::shared_lock lock(state_.mutex());
-      auto node_it = state_.nodes_locked().find(node_name);
-      if (node_it != state_.nodes_locked().end()) {
+      std::shared_lock lock(state.mutex());
+      auto node_it = state.nodes_locked().find(node_name);
+      if (node_it != state.nodes_locked().end()) {
         node = node_it->second;
       } else {
-        node = ImpliedNode(state_, node_name);
+        node = ImpliedNode(state, node_name);
       }
-      if (!node) return fail("node \"" + node_name + "\" is not known to devlet-extender");
-      absl::StatusOr<PodClaims> resolved = Resolve(state_, *pod, &*node);
-      if (!resolved.ok()) return fail(Message(resolved.status()));
-      if (!resolved->unresolvable.empty()) return fail(resolved->unresolvable);
-      claims = std::move(*resolved);
-      std::string mismatch = AllocatedMismatch(claims, *node);
-      if (!mismatch.empty()) return fail(mismatch);
-      if (claims.pending.empty()) break;
-      snapshot = state_.snapshot_shared_locked();
-      allocated = state_.allocated_locked();
-      version = state_.node_version_locked(node_name);
+      if (!node) return NotFound("node \"" + node_name + "\" is not known to devlet-extender");
+      DEVLET_ASSIGN_OR_RETURN(out.claims, Resolve(state, pod, &*node));
+      if (!out.claims.unresolvable.empty()) return FailedPrecondition(out.claims.unresolvable);
+      std::string mismatch = AllocatedMismatch(out.claims, *node);
+      if (!mismatch.empty()) return FailedPrecondition(mismatch);
+      if (out.claims.pending.empty()) return out;
+      snapshot = state.snapshot_shared_locked();
+      allocated = state.allocated_locked();
+      version = state.node_version_locked(node_name);
     }
-    allocator::AllocateOutcome out = allocator::Allocate(
-        *snapshot, *node, Pointers(claims.pending), allocated, allocate_options);
-    if (out.kind == allocator::AllocateOutcome::Kind::kError) return fail(Message(out.status));
-    if (out.kind == allocator::AllocateOutcome::Kind::kUnschedulable) {
-      return fail("node \"" + node_name + "\": devices no longer available for pod \"" +
-                  pod_key + "\": " + out.reason);
+    allocator::AllocateOutcome found = allocator::Allocate(
+        *snapshot, *node, Pointers(out.claims.pending), allocated, allocate_options);
+    if (found.kind == allocator::AllocateOutcome::Kind::kError) return found.status;
+    if (found.kind == allocator::AllocateOutcome::Kind::kUnschedulable) {
+      return FailedPrecondition("node \"" + node_name +
+                                "\": devices no longer available for pod \"" + pod_key +
+                                "\": " + found.reason);
     }
-    std::unique_lock lock(state_.mutex());
-    if (!(state_.node_version_locked(node_name) == version)) {
-      ++counters_.bind_reserve_retries;
+    std::unique_lock lock(state.mutex());
+    if (!(state.node_version_locked(node_name) == version)) {
+      ++counters.bind_reserve_retries;
       if (attempt < kReserveAttempts) continue;
-      return fail("node \"" + node_name + "\": its devices kept changing while binding pod \"" +
-                  pod_key + "\" (" + std::to_string(kReserveAttempts) + " attempts)");
+      return Aborted("node \"" + node_name + "\": its devices kept changing while binding pod \"" +
+                     pod_key + "\" (" + std::to_string(kReserveAttempts) + " attempts)");
     }
-    results = std::move(out.results);
-    for (size_t i = 0; i < results.size(); ++i) {
-      absl::Status held = state_.HoldLocked(claims.pending[i].metadata.uid, results[i]);
+    out.results = std::move(found.results);
+    for (size_t i = 0; i < out.results.size(); ++i) {
+      absl::Status held = state.HoldLocked(out.claims.pending[i].metadata.uid, out.results[i]);
       if (!held.ok()) {
-        for (size_t k = 0; k < i; ++k) state_.ReleaseLocked(claims.pending[k].metadata.uid);
-        return fail(Message(held));
+        for (size_t k = 0; k < i; ++k) state.ReleaseLocked(out.claims.pending[k].metadata.uid);
+        return held;
       }
     }
-    break;
+    return out;
   }
-  auto release = [&] {
-    std::unique_lock lock(state_.mutex());
-    for (const auto& claim : claims.pending) state_.ReleaseLocked(claim.metadata.uid);
-  };
+}
 
-  kube::ResourceClaimConsumerReference consumer;
-  consumer.resource = "pods";
-  consumer.name = name;
-  consumer.uid = pod->metadata.uid;
-  // Write: each claim's status with resourceVersion preconditions; a conflict re-reads.
-  auto write = [&](kube::ResourceClaim claim,
-                   const std::optional<kube::AllocationResult>& allocation) -> absl::Status {
+// Release drops the holds of a reservation (a no-op for claims whose written allocation replaced
+// the hold).
+void Release(ClusterState& state, const PodClaims& claims) {
+  std::unique_lock lock(state.mutex());
+  for (const auto& claim : claims.pending) state.ReleaseLocked(claim.metadata.uid);
+}
+
+// ClaimWrites writes one bind's claims, remembering which, so that a failure further on can take
+// them back.
+class ClaimWrites {
+ public:
+  ClaimWrites(ClusterState& state, ClusterWriter& writer, const Options& options,
+              Counters& counters, kube::ResourceClaimConsumerReference consumer)
+      : state_(state),
+        writer_(writer),
+        options_(options),
+        counters_(counters),
+        consumer_(std::move(consumer)) {}
+
+  // Write sets the claim's status.allocation (when `allocation` is given) and adds the consumer to
+  // its reservedFor, with the claim's resourceVersion as precondition; a conflict re-reads the
+  // claim and tries again (Options::bind_retries times). Someone else's allocation is Aborted.
+  absl::Status Write(kube::ResourceClaim claim,
+                     const std::optional<kube::AllocationResult>& allocation) {
+    const kube::ResourceClaim before = claim;
     for (int attempt = 0; attempt <= options_.bind_retries; ++attempt) {
       if (allocation) {
         if (claim.status.allocation && !(*claim.status.allocation == *allocation)) {
@@ -987,32 +997,35 @@ std::string Extender::Bind(std::string_view body) {
         claim.status.allocation = *allocation;
       }
       bool reserved = false;
-      for (const auto& r : claim.status.reserved_for) reserved |= r.uid == consumer.uid;
-      if (!reserved) claim.status.reserved_for.push_back(consumer);
+      for (const auto& r : claim.status.reserved_for) reserved |= r.uid == consumer_.uid;
+      if (!reserved) claim.status.reserved_for.push_back(consumer_);
       absl::StatusOr<kube::ResourceClaim> written = writer_.UpdateClaimStatus(claim);
-      if (written.ok()) return state_.Apply(*written);
+      if (written.ok()) {
+        absl::Status applied = state_.Apply(*written);
+        if (applied.ok()) written_.emplace_back(before, allocation.has_value());
+        return applied;
+      }
       if (written.status().code() != absl::StatusCode::kAborted) return written.status();
       ++counters_.conflicts;
       DEVLET_ASSIGN_OR_RETURN(claim,
                               writer_.GetClaim(claim.metadata.namespace_, claim.metadata.name));
     }
-    return absl::AbortedError("ResourceClaim \"" +
-                              Key(claim.metadata.namespace_, claim.metadata.name) +
-                              "\": gave up after " + std::to_string(options_.bind_retries) +
-                              " conflicting updates");
-  };
-  // Undo: a failure after some claims were written takes our allocation and reservation back out
-  // of them (best effort, re-reading on conflict), then drops the holds.
-  std::vector<std::pair<kube::ResourceClaim, bool>> written_claims;  // claim, we allocated it
-  auto undo = [&](const absl::Status& why) {
-    for (const auto& [done, allocated_by_us] : written_claims) {
+    return absl::AbortedError(
+        "ResourceClaim \"" + Key(claim.metadata.namespace_, claim.metadata.name) +
+        "\": gave up after " + std::to_string(options_.bind_retries) + " conflicting updates");
+  }
+
+  // Undo takes our allocation and reservation back out of every claim written so far (best
+  // effort, re-reading on conflict).
+  void Undo() {
+    for (const auto& [done, allocated_by_us] : written_) {
       for (int attempt = 0; attempt <= options_.bind_retries; ++attempt) {
         absl::StatusOr<kube::ResourceClaim> current =
             writer_.GetClaim(done.metadata.namespace_, done.metadata.name);
         if (!current.ok()) break;
         if (allocated_by_us) current->status.allocation.reset();
         std::erase_if(current->status.reserved_for,
-                      [&](const auto& r) { return r.uid == consumer.uid; });
+                      [&](const auto& r) { return r.uid == consumer_.uid; });
         absl::StatusOr<kube::ResourceClaim> reverted = writer_.UpdateClaimStatus(*current);
         if (reverted.ok()) {
           (void)state_.Apply(*reverted);
@@ -1021,38 +1034,102 @@ std::string Extender::Bind(std::string_view body) {
         if (reverted.status().code() != absl::StatusCode::kAborted) break;
       }
     }
-    release();
-    return fail(Message(why));
-  };
+    written_.clear();
+  }
+
+ private:
+  ClusterState& state_;
+  ClusterWriter& writer_;
+  const Options& options_;
+  Counters& counters_;
+  const kube::ResourceClaimConsumerReference consumer_;
+  std::vector<std::pair<kube::ResourceClaim, bool>> written_;  // claim, we allocated it
+};
+
+// WriteClaims writes the reservation into the cluster: the pending claims get their allocation
+// (the synthesized extended-resource claim is created first, its hold moved to the created
+// claim's uid), every claim gets the pod in reservedFor.
+absl::Status WriteClaims(ClusterState& state, ClusterWriter& writer, Reservation& reservation,
+                         ClaimWrites& writes) {
+  PodClaims& claims = reservation.claims;
   for (size_t i = 0; i < claims.pending.size(); ++i) {
     kube::ResourceClaim claim = claims.pending[i];
     if (claims.synthesized && *claims.synthesized == i) {
-      absl::StatusOr<kube::ResourceClaim> created = writer_.CreateClaim(claim);
+      absl::StatusOr<kube::ResourceClaim> created = writer.CreateClaim(claim);
       if (!created.ok()) {
-        return undo(WithContext(created.status(), "creating the extended-resource claim"));
+        return WithContext(created.status(), "creating the extended-resource claim");
       }
-      // The hold was keyed by the synthesized uid; move it to the created claim's.
       {
-        std::unique_lock lock(state_.mutex());
-        state_.ReleaseLocked(claim.metadata.uid);
-        (void)state_.HoldLocked(created->metadata.uid, results[i]);
+        std::unique_lock lock(state.mutex());
+        state.ReleaseLocked(claim.metadata.uid);
+        (void)state.HoldLocked(created->metadata.uid, reservation.results[i]);
       }
       claims.pending[i].metadata.uid = created->metadata.uid;
       claim = *created;
     }
-    absl::Status status = write(claim, results[i]);
-    if (!status.ok()) return undo(status);
-    written_claims.emplace_back(claim, true);
+    DEVLET_RETURN_IF_ERROR(writes.Write(std::move(claim), reservation.results[i]));
   }
   for (const auto& claim : claims.allocated) {
-    absl::Status status = write(claim, std::nullopt);
-    if (!status.ok()) return undo(status);
-    written_claims.emplace_back(claim, false);
+    DEVLET_RETURN_IF_ERROR(writes.Write(claim, std::nullopt));
   }
-  absl::Status bound = writer_.BindPod(ns, name, uid, node_name);
-  if (!bound.ok()) return undo(WithContext(bound, "binding pod \"" + pod_key + "\""));
-  release();  // no-op for claims whose written allocation replaced the hold
-  return json({{"Error", ""}}).dump();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<kube::Pod> Extender::PodToBind(const std::string& ns, const std::string& name,
+                                              const std::string& uid) {
+  const std::string pod_key = Key(ns, name);
+  std::optional<kube::Pod> pod = state_.GetPod(ns, name);
+  if (!pod) {
+    std::lock_guard lock(pods_mu_);
+    auto it = pods_seen_.find(pod_key);
+    if (it != pods_seen_.end()) pod = it->second;
+  }
+  if (!pod) return NotFound("Pod \"" + pod_key + "\" is not known to devlet-extender");
+  if (!uid.empty() && !pod->metadata.uid.empty() && pod->metadata.uid != uid) {
+    return FailedPrecondition("Pod \"" + pod_key + "\": UID " + uid + " does not match " +
+                              pod->metadata.uid);
+  }
+  return *std::move(pod);
+}
+
+// Bind in allocate mode: reserve devices on the node (held in the state), write the claims, bind
+// the pod; a failure takes the claim writes back and drops the holds.
+std::string Extender::Bind(std::string_view body) {
+  ++counters_.bind_requests;
+  auto fail = [this](const absl::Status& status) {
+    ++counters_.bind_failures;
+    return json({{"Error", Message(status)}}).dump();
+  };
+  absl::StatusOr<BindArgs> args = ParseBindArgs(body);
+  if (!args.ok()) {
+    ++counters_.bad_requests;
+    return fail(args.status());
+  }
+  if (options_.mode != Mode::kAllocate) {
+    absl::Status status = writer_.BindPod(args->ns, args->name, args->uid, args->node);
+    return status.ok() ? json({{"Error", ""}}).dump() : fail(status);
+  }
+  absl::StatusOr<kube::Pod> pod = PodToBind(args->ns, args->name, args->uid);
+  if (!pod.ok()) return fail(pod.status());
+  absl::StatusOr<Reservation> reservation = Reserve(state_, options_, counters_, *pod, args->node);
+  if (!reservation.ok()) return fail(reservation.status());
+
+  kube::ResourceClaimConsumerReference consumer;
+  consumer.resource = "pods";
+  consumer.name = args->name;
+  consumer.uid = pod->metadata.uid;
+  ClaimWrites writes(state_, writer_, options_, counters_, std::move(consumer));
+  absl::Status status = WriteClaims(state_, writer_, *reservation, writes);
+  if (status.ok()) {
+    status = writer_.BindPod(args->ns, args->name, args->uid, args->node);
+    if (!status.ok())
+      status = WithContext(status, "binding pod \"" + Key(args->ns, args->name) + "\"");
+  }
+  if (!status.ok()) writes.Undo();
+  Release(state_, reservation->claims);
+  return status.ok() ? json({{"Error", ""}}).dump() : fail(status);
 }
 
 }  // namespace devlet::extender

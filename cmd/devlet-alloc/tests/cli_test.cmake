@@ -112,6 +112,23 @@ expect(no-pending-claims 0 "\"kind\": \"List\",[ \n]*\"items\": \\[\\]" "^$"
        ARGS -f ${C} --node node-a)
 expect(help 0 "^devlet-alloc: allocate.*Usage: devlet-alloc \\[OPTIONS\\].*--timeout" "^$"
        ARGS --help)
+# A live cluster (issue 16 §2; against a real kube-apiserver: integration/apiserver, ctest
+# devlet_alloc_apiserver). Without a server: no input at all, and kubeconfigs that cannot be used.
+expect(no-input 2 "^$" "give -f FILE, or read a live cluster \\(--kubeconfig"
+       ARGS --node node-a)
+expect(kubeconfig-missing 2 "^$" "^devlet-alloc: kubeconfig: cannot read ${CASES}/no-such-kubeconfig\n$"
+       ARGS --kubeconfig ${CASES}/no-such-kubeconfig --claim c --all-nodes)
+expect(kubeconfig-garbage 2 "^$" "^devlet-alloc: ${CASES}/garbage.yaml: "
+       ARGS --kubeconfig ${CASES}/garbage.yaml --claim c --all-nodes)
+# The kubectl plugin is devlet-alloc under the name kubectl-devlet (a symlink next to it).
+get_filename_component(_dir ${ALLOC} DIRECTORY)
+execute_process(COMMAND ${_dir}/kubectl-devlet --help TIMEOUT 30
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc STREQUAL "0" AND out MATCHES "^kubectl devlet: allocate.*Usage: kubectl devlet \\[OPTIONS\\].*--kubeconfig")
+  message(STATUS "ok   kubectl-devlet-help")
+else()
+  message(SEND_ERROR "kubectl-devlet-help: exit ${rc}\n${out}\n${err}")
+endif()
 # --timeout (issue 16): a search of C(60,8) combinations with no solution stops at its budget,
 # names the node, the budget and the claim, and exits 1 (the input is fine; a larger --timeout
 # may answer). execute_process's TIMEOUT fails a hang.

@@ -59,7 +59,7 @@ class PreparerApiServerTest : public apiserver_testing::ApiServerFixture {
     ApiServerFixture::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_OK_AND_ASSIGN(checkpoint_,
-                         StateCheckpointStore::Open(dir_ + "/data", kDriver, dir_ + "/cdi"));
+                         StateClaimRecordStore::Open(dir_ + "/data", kDriver, dir_ + "/cdi"));
     claims_ = std::make_unique<ApiServerClaims>(*store_);
     cdi_ = std::make_unique<CdiSpecWriter>(dir_ + "/cdi");
     writer_ = std::make_unique<KubeClaimStatusWriter>(*store_, kDriver);
@@ -102,7 +102,7 @@ class PreparerApiServerTest : public apiserver_testing::ApiServerFixture {
   testing::TempDir temp_;
   const std::string dir_ = temp_.path();
   SimulatedBackend backend_{"node-1", SimulatedBackend::Gpus(2)};
-  std::unique_ptr<StateCheckpointStore> checkpoint_;
+  std::unique_ptr<StateClaimRecordStore> checkpoint_;
   std::unique_ptr<ApiServerClaims> claims_;
   std::unique_ptr<CdiSpecWriter> cdi_;
   std::unique_ptr<KubeClaimStatusWriter> writer_;

@@ -78,8 +78,4 @@ class Scenario {
   ExtendedResourceClasses extended_resources_;
 };
 
-// RunDevletAlloc is the devlet-alloc command (DESIGN.md §5). Returns the exit code: 0 allocated,
-// 1 cannot be allocated on that node, 2 error. `-f -` reads std::cin.
-int RunDevletAlloc(int argc, char** argv);
-
 }  // namespace devlet::allocator

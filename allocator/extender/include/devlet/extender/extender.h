@@ -291,6 +291,11 @@ class Extender {
   const ClusterState& state() const { return state_; }
 
  private:
+  // PodToBind finds the pod Bind is asked to bind: from the state, else as the last Filter saw it
+  // (a pod the watch has not delivered yet); a UID that does not match is an error.
+  absl::StatusOr<kube::Pod> PodToBind(const std::string& ns, const std::string& name,
+                                      const std::string& uid);
+
   ClusterState& state_;
   ClusterWriter& writer_;
   Options options_;

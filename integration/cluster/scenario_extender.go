@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -99,7 +100,7 @@ func (d *devlet) schedulerWithChartConfig(mode string) {
 // scenarioExtender (scenario 6): for score mode then allocate mode, `helm upgrade` with the
 // extender enabled in that mode (host network: there is no pod network; urlHost 127.0.0.1),
 // kube-scheduler restarted with the chart's ConfigMap for the mode, and the pods of scenarios 1
-// and 3 (a claim from a template; an extended resource, score mode only): they run with a GPU; the extender's
+// and 3 (a claim from a template; an extended resource): they run with a GPU; the extender's
 // counters show kube-scheduler called its filter (and, in allocate mode, its bind: with the
 // DynamicResources plugin disabled by that configuration the extender alone allocated the
 // claims). Afterwards the cluster's own scheduler configuration and the chart without the
@@ -139,21 +140,19 @@ func scenarioExtender(d *devlet) {
 				claim.Status.Allocation.Devices.Results[0].Pool == nodeName,
 				"%s mode: claim allocation %+v", mode, claim.Status.Allocation)
 		}
-		// The extended-resource pod in score mode only: in allocate mode devlet-extender binds it
-		// without writing the pod's status.extendedResourceClaimStatus (upstream's
-		// DynamicResources PreBind does), and the kubelet then runs it without a GPU (README,
-		// "Found").
-		pods := 1
-		var extGPUs []string
-		if mode == "score" {
-			pods = 2
-			ext := sleeper("app")
-			ext.Resources.Limits = corev1.ResourceList{gpuExtendedResource: resourceOne}
-			var extPod *corev1.Pod
-			extPod, extGPUs = d.runGPUPod(ns, "ext-gpu", corev1.PodSpec{Containers: []corev1.Container{ext}})
-			check(len(extGPUs) == 1 && extPod.Status.ExtendedResourceClaimStatus != nil,
-				"%s mode: ext-gpu's GPU env %v, extendedResourceClaimStatus %+v", mode, extGPUs,
-				extPod.Status.ExtendedResourceClaimStatus)
+		// The extended-resource pod: in allocate mode devlet-extender synthesizes its claim and
+		// writes the pod's status.extendedResourceClaimStatus, which the kubelet reads to hand the
+		// claim's devices to the container.
+		pods := 2
+		ext := sleeper("app")
+		ext.Resources.Limits = corev1.ResourceList{gpuExtendedResource: resourceOne}
+		extPod, extGPUs := d.runGPUPod(ns, "ext-gpu", corev1.PodSpec{Containers: []corev1.Container{ext}})
+		check(len(extGPUs) == 1 && extPod.Status.ExtendedResourceClaimStatus != nil,
+			"%s mode: ext-gpu's GPU env %v, extendedResourceClaimStatus %+v", mode, extGPUs,
+			extPod.Status.ExtendedResourceClaimStatus)
+		var extClaim string
+		if extPod.Status.ExtendedResourceClaimStatus != nil {
+			extClaim = extPod.Status.ExtendedResourceClaimStatus.ResourceClaimName
 		}
 		after, err := extenderMetrics(port)
 		must(err, "extender /metrics")
@@ -172,8 +171,15 @@ func scenarioExtender(d *devlet) {
 		logf("%s mode: claim-gpu %v, ext-gpu %v; extender filter +%v, bind +%v, %.1fs", mode, gpus,
 			extGPUs, filters, binds, time.Since(start).Seconds())
 		d.deletePod(ns, "claim-gpu")
-		if mode == "score" {
-			d.deletePod(ns, "ext-gpu")
+		d.deletePod(ns, "ext-gpu")
+		// The synthesized claim is owned by its pod: the garbage collector deletes it.
+		if extClaim != "" {
+			waitFor(mode+" mode: ext-gpu's claim "+extClaim+" deleted with the pod", 60*time.Second,
+				func() (bool, string) {
+					_, err := d.c.client.ResourceV1().ResourceClaims(ns).Get(d.ctx(), extClaim,
+						metav1.GetOptions{})
+					return apierrors.IsNotFound(err), fmt.Sprint(err)
+				})
 		}
 	}
 	// Put back the cluster's scheduler and the chart as installed.

@@ -98,7 +98,8 @@ def check_extender(objs, name, mode, binary):
     rules = roles.get("devlet-extender", {}).get("rules", [])
     writes = {(res, verb) for r in rules for res in r["resources"] for verb in r["verbs"]}
     allocating = {("pods/binding", "create"), ("resourceclaims/status", "update"),
-                  ("resourceclaims/binding", "update"), ("resourceclaims", "create")}
+                  ("resourceclaims/binding", "update"), ("resourceclaims", "create"),
+                  ("pods/status", "update")}
     if mode == "allocate":
         check(allocating <= writes, f"{name}: allocate-mode RBAC {allocating - writes}")
     else:

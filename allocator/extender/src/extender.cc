@@ -169,6 +169,8 @@ struct PodClaims {
   std::vector<kube::ResourceClaim> pending;    // to allocate
   std::optional<size_t> synthesized;           // index in `pending` of the extended-resource claim
   std::set<std::string> extended_resources;    // the resources the synthesized claim covers
+  // Which container's resource each request of the synthesized claim serves.
+  std::vector<kube::ContainerExtendedResourceRequest> extended_mappings;
   std::string unresolvable;                    // non-empty: cannot schedule until this changes
 };
 
@@ -235,6 +237,18 @@ absl::StatusOr<PodClaims> Resolve(const ClusterState& state, const kube::Pod& po
       out.extended_resources.insert(mapping.resource_name);
     }
     out.synthesized = out.pending.size();
+    out.extended_mappings = std::move(special->mappings);
+    // Owned by the pod, as the scheduler's own: the garbage collector deletes it with the pod.
+    if (!pod.metadata.uid.empty()) {
+      kube::OwnerReference owner;
+      owner.api_version = "v1";
+      owner.kind = "Pod";
+      owner.name = pod.metadata.name;
+      owner.uid = pod.metadata.uid;
+      owner.controller = true;
+      owner.block_owner_deletion = true;
+      special->claim.metadata.owner_references.push_back(std::move(owner));
+    }
     out.pending.push_back(std::move(special->claim));
   }
   return out;
@@ -1049,8 +1063,8 @@ class ClaimWrites {
 // WriteClaims writes the reservation into the cluster: the pending claims get their allocation
 // (the synthesized extended-resource claim is created first, its hold moved to the created
 // claim's uid), every claim gets the pod in reservedFor.
-absl::Status WriteClaims(ClusterState& state, ClusterWriter& writer, Reservation& reservation,
-                         ClaimWrites& writes) {
+absl::Status WriteClaims(ClusterState& state, ClusterWriter& writer, const kube::Pod& pod,
+                         Reservation& reservation, ClaimWrites& writes) {
   PodClaims& claims = reservation.claims;
   for (size_t i = 0; i < claims.pending.size(); ++i) {
     kube::ResourceClaim claim = claims.pending[i];
@@ -1066,6 +1080,16 @@ absl::Status WriteClaims(ClusterState& state, ClusterWriter& writer, Reservation
       }
       claims.pending[i].metadata.uid = created->metadata.uid;
       claim = *created;
+      // The kubelet finds the claim of a container's extended resources through the pod's
+      // status: without it the container starts without the devices.
+      kube::PodExtendedResourceClaimStatus pod_status;
+      pod_status.resource_claim_name = created->metadata.name;
+      pod_status.request_mappings = claims.extended_mappings;
+      DEVLET_RETURN_IF_ERROR(
+          WithContext(writer.SetPodExtendedResourceClaimStatus(
+                          pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid,
+                          pod_status),
+                      "writing the pod's extendedResourceClaimStatus"));
     }
     DEVLET_RETURN_IF_ERROR(writes.Write(std::move(claim), reservation.results[i]));
   }
@@ -1121,7 +1145,7 @@ std::string Extender::Bind(std::string_view body) {
   consumer.name = args->name;
   consumer.uid = pod->metadata.uid;
   ClaimWrites writes(state_, writer_, options_, counters_, std::move(consumer));
-  absl::Status status = WriteClaims(state_, writer_, *reservation, writes);
+  absl::Status status = WriteClaims(state_, writer_, *pod, *reservation, writes);
   if (status.ok()) {
     status = writer_.BindPod(args->ns, args->name, args->uid, args->node);
     if (!status.ok())

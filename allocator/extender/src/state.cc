@@ -437,6 +437,29 @@ absl::Status MemoryWriter::BindPod(std::string_view ns, std::string_view name,
   return absl::OkStatus();
 }
 
+absl::Status MemoryWriter::SetPodExtendedResourceClaimStatus(
+    std::string_view ns, std::string_view name, std::string_view uid,
+    const kube::PodExtendedResourceClaimStatus& status) {
+  std::lock_guard lock(mu_);
+  const std::string key = Key(ns, name);
+  if (std::optional<kube::Pod> pod = state_.GetPod(ns, name)) {
+    if (!uid.empty() && pod->metadata.uid != uid) {
+      return FailedPrecondition("Pod \"" + key + "\": UID " + std::string(uid) +
+                                " does not match the stored pod's " + pod->metadata.uid);
+    }
+    pod->status.extended_resource_claim_status = status;
+    DEVLET_RETURN_IF_ERROR(state_.Apply(*pod));
+  }
+  extended_statuses_[key] = status;
+  return absl::OkStatus();
+}
+
+std::map<std::string, kube::PodExtendedResourceClaimStatus>
+MemoryWriter::extended_resource_claim_statuses() {
+  std::lock_guard lock(mu_);
+  return extended_statuses_;
+}
+
 std::map<std::string, std::string> MemoryWriter::bindings() {
   std::lock_guard lock(mu_);
   return bindings_;

@@ -92,4 +92,29 @@ absl::Status StoreWriter::BindPod(std::string_view ns, std::string_view name,
   return store_.Update(object).status();
 }
 
+absl::Status StoreWriter::SetPodExtendedResourceClaimStatus(
+    std::string_view ns, std::string_view name, std::string_view uid,
+    const kube::PodExtendedResourceClaimStatus& status) {
+  const std::string key = std::string(ns) + "/" + std::string(name);
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    DEVLET_ASSIGN_OR_RETURN(
+        kube::Object object,
+        store_.Get(kube::Kind::kPod, kube::ObjectKey{std::string(ns), std::string(name)}));
+    auto* pod = std::get_if<kube::Pod>(&object);
+    if (pod == nullptr) return Internal("the object store returned no Pod");
+    if (!uid.empty() && pod->metadata.uid != uid) {
+      return FailedPrecondition("Pod \"" + key + "\": UID " + std::string(uid) +
+                                " does not match " + pod->metadata.uid);
+    }
+    if (pod->status.extended_resource_claim_status == status) return absl::OkStatus();
+    pod->status.extended_resource_claim_status = status;
+    absl::StatusOr<kube::Object> written = store_.UpdateStatus(object);
+    if (written.ok() || written.status().code() != absl::StatusCode::kAborted ||
+        attempt == kAttempts) {
+      return written.status();
+    }
+  }
+}
+
 }  // namespace devlet::extender

@@ -237,6 +237,18 @@ TEST_F(ExtenderHttpTest, ExtendedResourceBecomesSynthesizedClaim) {
             "true");
   EXPECT_EQ(claim->spec.devices.requests.at(0).name, "container-0-request-0");
   EXPECT_EQ(claim->status.allocation->devices.results.size(), 2u);
+  // Owned by the pod (garbage-collected with it), and named in the pod's status for the kubelet.
+  ASSERT_EQ(claim->metadata.owner_references.size(), 1u);
+  EXPECT_EQ(claim->metadata.owner_references[0].kind, "Pod");
+  EXPECT_EQ(claim->metadata.owner_references[0].uid, "uid-x");
+  EXPECT_EQ(claim->metadata.owner_references[0].controller, true);
+  auto statuses = writer_.extended_resource_claim_statuses();
+  ASSERT_EQ(statuses.count("default/x"), 1u);
+  EXPECT_EQ(statuses["default/x"].resource_claim_name, "x-extended-resources");
+  ASSERT_EQ(statuses["default/x"].request_mappings.size(), 1u);
+  EXPECT_EQ(statuses["default/x"].request_mappings[0].container_name, "c");
+  EXPECT_EQ(statuses["default/x"].request_mappings[0].resource_name, "example.com/gpu");
+  EXPECT_EQ(statuses["default/x"].request_mappings[0].request_name, "container-0-request-0");
 }
 
 TEST_F(ExtenderHttpTest, PrioritizeScoresLocalityAndBinPacking) {

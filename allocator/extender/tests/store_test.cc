@@ -90,5 +90,66 @@ TEST(ExtenderStoreTest, SyncsFromManifestStoreAndBindsThroughIt) {
   std::filesystem::remove_all(dir);
 }
 
+// Allocate mode for a pod that asks for an extended resource: the synthesized claim is created in
+// the store, allocated, reserved for the pod, and the pod's status names it.
+TEST(ExtenderStoreTest, ExtendedResourceClaimIsCreatedAndNamedInThePodStatus) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("extender-store-ext-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       "-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  ASSERT_OK_AND_ASSIGN(auto store, kube::ManifestStore::Open(
+                                       {.dir = dir.string(),
+                                        .poll_interval = std::chrono::milliseconds(20)}));
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects,
+                       kube::Decode(testing::Documents({testing::GpuClassYaml("example.com/gpu"),
+                                                        testing::GpuSliceYaml("node-a", {0, 0}),
+                                                        R"(
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources: {limits: {example.com/gpu: "2"}}
+)"})));
+  for (const auto& object : objects) ASSERT_OK(store->Create(object).status());
+  allocator::Features features;
+  features.extended_resource = true;
+  ClusterState state{features};
+  ASSERT_OK_AND_ASSIGN(auto watchers, StartSync(*store, state));
+  ASSERT_TRUE(state.GetPod("default", "p").has_value());
+  const std::string uid = state.GetPod("default", "p")->metadata.uid;
+
+  StoreWriter writer(*store);
+  Extender extender(state, writer, {.mode = Mode::kAllocate});
+  json reply = json::parse(extender.Bind(json({{"PodName", "p"},
+                                               {"PodNamespace", "default"},
+                                               {"PodUID", uid},
+                                               {"Node", "node-a"}})
+                                             .dump()));
+  EXPECT_EQ(reply["Error"], "");
+  ASSERT_OK_AND_ASSIGN(auto claim,
+                       kube::GetAs<kube::ResourceClaim>(*store, "default", "p-extended-resources"));
+  ASSERT_TRUE(claim.status.allocation.has_value());
+  EXPECT_EQ(claim.status.allocation->devices.results.size(), 2u);
+  ASSERT_EQ(claim.metadata.owner_references.size(), 1u);
+  EXPECT_EQ(claim.metadata.owner_references[0].uid, uid);
+  ASSERT_OK_AND_ASSIGN(auto pod, kube::GetAs<kube::Pod>(*store, "default", "p"));
+  EXPECT_EQ(pod.spec.node_name, "node-a");
+  ASSERT_TRUE(pod.status.extended_resource_claim_status.has_value());
+  EXPECT_EQ(pod.status.extended_resource_claim_status->resource_claim_name,
+            "p-extended-resources");
+  ASSERT_EQ(pod.status.extended_resource_claim_status->request_mappings.size(), 1u);
+  EXPECT_EQ(pod.status.extended_resource_claim_status->request_mappings[0].request_name,
+            "container-0-request-0");
+  watchers.clear();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace devlet::extender

@@ -213,6 +213,12 @@ class ClusterWriter {
   // BindPod binds the pod to `node` (pods/binding), checking its UID when `uid` is not empty.
   virtual absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
                                std::string_view node) = 0;
+  // SetPodExtendedResourceClaimStatus writes the pod's status.extendedResourceClaimStatus (which
+  // synthesized claim serves which container's extended resources; the kubelet reads it to hand
+  // the claim's devices to those containers), checking the pod's UID when `uid` is not empty.
+  virtual absl::Status SetPodExtendedResourceClaimStatus(
+      std::string_view ns, std::string_view name, std::string_view uid,
+      const kube::PodExtendedResourceClaimStatus& status) = 0;
 };
 
 // MemoryWriter is a ClusterWriter over the ClusterState itself (standalone `--manifests` mode and
@@ -226,13 +232,20 @@ class MemoryWriter : public ClusterWriter {
   absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override;
   absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
                        std::string_view node) override;
+  // Applied to the pod when the state holds it; recorded either way.
+  absl::Status SetPodExtendedResourceClaimStatus(
+      std::string_view ns, std::string_view name, std::string_view uid,
+      const kube::PodExtendedResourceClaimStatus& status) override;
 
   // bindings returns "ns/name" -> node for every pod bound so far.
   std::map<std::string, std::string> bindings();
+  // extended_resource_claim_statuses returns "ns/name" -> the status written for that pod.
+  std::map<std::string, kube::PodExtendedResourceClaimStatus> extended_resource_claim_statuses();
 
  private:
   ClusterState& state_;
   std::map<std::string, std::string> bindings_;
+  std::map<std::string, kube::PodExtendedResourceClaimStatus> extended_statuses_;
   std::mutex mu_;  // serializes read-check-write
   int64_t next_version_ = 1000000;
 };

@@ -35,6 +35,10 @@ class StoreWriter : public ClusterWriter {
   absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override;
   absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
                        std::string_view node) override;
+  // Reads the pod and writes its status subresource, re-reading on a conflict (a few times).
+  absl::Status SetPodExtendedResourceClaimStatus(
+      std::string_view ns, std::string_view name, std::string_view uid,
+      const kube::PodExtendedResourceClaimStatus& status) override;
 
  private:
   kube::ObjectStore& store_;

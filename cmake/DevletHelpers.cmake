@@ -70,14 +70,18 @@ function(devlet_cc_library)
   add_library(devlet::${ARG_NAME} ALIAS ${_target})
 endfunction()
 
-# devlet_cc_test(NAME foo_test SRCS ... DEPS ... [LABELS unit] [ARGS ...] [DEFINES NAME="value" ...])
+# devlet_cc_test(NAME foo_test SRCS ... DEPS ... [LABELS unit] [ARGS ...] [DEFINES NAME="value" ...]
+#                [CONCURRENCY "Suite.Test:Suite.Other*"])
 # (no target without DEVLET_BUILD_TESTS: what a test needs goes in here, not in if(TARGET ...)).
 # Tests are labelled 'unit' unless told otherwise; CI runs the unit label under ASan+UBSan too.
+# CONCURRENCY is a gtest filter (positive patterns only) naming the tests that exercise threads:
+# they get the label 'concurrency' as well, which CI runs under ThreadSanitizer, and the test
+# binary joins the target 'concurrency_tests' (what that phase builds).
 function(devlet_cc_test)
   if(NOT DEVLET_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ARGS;DEFINES" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT;CONCURRENCY" "SRCS;DEPS;LABELS;ARGS;DEFINES" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -88,11 +92,40 @@ function(devlet_cc_test)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_definitions(${ARG_NAME} PRIVATE ${ARG_DEFINES})
   devlet_apply_common_options(${ARG_NAME})
+  if(NOT ARG_CONCURRENCY)
+    gtest_discover_tests(${ARG_NAME}
+      EXTRA_ARGS ${ARG_ARGS}
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+      PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+      DISCOVERY_TIMEOUT 60)
+    return()
+  endif()
+  # Two discoveries over one binary: every test is registered once. The named ones get the extra
+  # label from an include file of our own, run after the discovered tests are defined (a list
+  # passed through gtest_discover_tests' PROPERTIES comes out split into separate properties).
   gtest_discover_tests(${ARG_NAME}
     EXTRA_ARGS ${ARG_ARGS}
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+    TEST_FILTER "-${ARG_CONCURRENCY}"
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${ARG_NAME}
+    EXTRA_ARGS ${ARG_ARGS}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+    TEST_FILTER "${ARG_CONCURRENCY}"
+    TEST_LIST ${ARG_NAME}_CONCURRENCY_TESTS
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+    DISCOVERY_TIMEOUT 60)
+  set(_labels_file "${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_concurrency_labels.cmake")
+  file(WRITE "${_labels_file}"
+    "foreach(_test IN LISTS ${ARG_NAME}_CONCURRENCY_TESTS)\n"
+    "  set_tests_properties(\"\${_test}\" PROPERTIES LABELS \"${ARG_LABELS};concurrency\")\n"
+    "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${_labels_file}")
+  if(NOT TARGET concurrency_tests)
+    add_custom_target(concurrency_tests)
+  endif()
+  add_dependencies(concurrency_tests ${ARG_NAME})
 endfunction()
 
 # devlet_cc_binary(NAME devlet-foo SRCS main.cc DEPS ...)

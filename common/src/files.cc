@@ -126,12 +126,17 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   if (base.empty()) {
     return InvalidArgument("write " + Quote(path) + ": not a file name");
   }
+  // Every error names the file being written, also those of the steps before its temp file.
   if (options.create_dirs) {
-    DEVLET_RETURN_IF_ERROR(ops.MakeDirs(dir, options.dir_mode));
+    if (absl::Status s = ops.MakeDirs(dir, options.dir_mode); !s.ok()) {
+      return WithContext(s, "write " + Quote(path));
+    }
   }
   std::string temp;
-  DEVLET_ASSIGN_OR_RETURN(int fd,
-                          ops.CreateTempFile(dir, "." + base + ".", ".tmp", options.mode, &temp));
+  absl::StatusOr<int> created =
+      ops.CreateTempFile(dir, "." + base + ".", ".tmp", options.mode, &temp);
+  if (!created.ok()) return WithContext(created.status(), "write " + Quote(path));
+  const int fd = *created;
   auto fail = [&](const absl::Status& status, bool close_fd) {
     if (close_fd) (void)ops.Close(fd, temp);
     (void)ops.Remove(temp);

@@ -59,7 +59,10 @@ absl::Status ErrnoToStatus(int error_number, std::string_view context) {
     case ECONNRESET:
     case EPIPE:
       return {absl::StatusCode::kUnavailable, message};
+    case EROFS:  // not a bug of ours: the file system must be made writable first
+      return {absl::StatusCode::kFailedPrecondition, message};
     case ENOSPC:
+    case EDQUOT:
     case ENOMEM:
       return {absl::StatusCode::kResourceExhausted, message};
     default:

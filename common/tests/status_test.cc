@@ -61,6 +61,11 @@ TEST(StatusTest, ErrnoMapsToCanonicalCodes) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("open /x: No such file")));
   EXPECT_THAT(ErrnoToStatus(EACCES, "open"), StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(ErrnoToStatus(EIO, "read"), StatusIs(absl::StatusCode::kInternal));
+  // Faults of the host, not bugs: a full disk or quota, a read-only file system.
+  EXPECT_THAT(ErrnoToStatus(ENOSPC, "write"), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(ErrnoToStatus(EDQUOT, "write"), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(ErrnoToStatus(EROFS, "create"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Read-only file system")));
 }
 
 }  // namespace

@@ -35,5 +35,7 @@ if(DEVLET_BUILD_TESTS)
     DEPS devlet::kube_client devlet::common_testing PkgConfig::HTTPLIB PkgConfig::LIBSSL
          PkgConfig::LIBCRYPTO
          nlohmann_json::nlohmann_json
+    # Watches (their thread, reconnects, relists) and cancelling a stalled exchange.
+    CONCURRENCY "ApiServerStoreTest.Watch*:HttpTransportTest.StalledResponseTimesOutOrIsCancelled"
   )
 endif()

@@ -44,7 +44,10 @@ absl::Status Aborted(std::string_view message);
 absl::Status Cancelled(std::string_view message);
 absl::Status OutOfRange(std::string_view message);
 
-// ErrnoToStatus maps an errno value to a Status whose message is `context: strerror(errno)`.
+// ErrnoToStatus maps an errno value to a Status whose message is `context: strerror(errno)`:
+// ENOENT NotFound, EACCES/EPERM PermissionDenied, EEXIST AlreadyExists, EINVAL InvalidArgument,
+// ETIMEDOUT DeadlineExceeded, EAGAIN and lost connections Unavailable, ENOSPC/EDQUOT/ENOMEM
+// ResourceExhausted, EROFS FailedPrecondition, anything else Internal.
 absl::Status ErrnoToStatus(int error_number, std::string_view context);
 
 namespace internal_status {

@@ -32,10 +32,11 @@ if(DEVLET_BUILD_TESTS)
     SRCS ${CMAKE_CURRENT_LIST_DIR}/tests/rest_client_test.cc
          ${CMAKE_CURRENT_LIST_DIR}/tests/kubeconfig_test.cc
          ${CMAKE_CURRENT_LIST_DIR}/tests/http_transport_test.cc
+         ${CMAKE_CURRENT_LIST_DIR}/tests/rest_faults_test.cc
     DEPS devlet::kube_client devlet::common_testing PkgConfig::HTTPLIB PkgConfig::LIBSSL
          PkgConfig::LIBCRYPTO
          nlohmann_json::nlohmann_json
     # Watches (their thread, reconnects, relists) and cancelling a stalled exchange.
-    CONCURRENCY "ApiServerStoreTest.Watch*:HttpTransportTest.StalledResponseTimesOutOrIsCancelled"
+    CONCURRENCY "ApiServerStoreTest.Watch*:ApiServerFaultTest.Watch*:HttpTransportTest.StalledResponseTimesOutOrIsCancelled"
   )
 endif()

@@ -395,8 +395,11 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
     stats_.requests++;
     const bool more = attempt < config_.max_retries;
     if (result.error != TransportError::kNone) {
-      last = Unavailable(what + ": " + request.method + " " + config_.server + request.path +
-                         ": " + result.message);
+      // A server that did not answer in time is DeadlineExceeded (as a 504 is), others Unavailable.
+      const std::string message =
+          what + ": " + request.method + " " + config_.server + request.path + ": " + result.message;
+      last = result.error == TransportError::kTimeout ? DeadlineExceeded(message)
+                                                      : Unavailable(message);
       if (more && Transient(result.error) && (request.idempotent || NotSent(result.error))) {
         backoff(attempt, -1);
         continue;
@@ -414,9 +417,11 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
       --attempt;
       continue;
     }
-    const bool retryable =
-        code == 429 || code == 502 || code == 503 || code == 504 ||
-        (code >= 500 && result.retry_after_s >= 0);
+    // 429 and 502-504 say the request was not acted on. Another 5xx (500 InternalError: etcd
+    // timed out, a webhook failed) may have been, partly: repeated only when that is safe, or
+    // when the server asks for it with Retry-After.
+    const bool retryable = code == 429 || code == 502 || code == 503 || code == 504 ||
+                           (code >= 500 && (request.idempotent || result.retry_after_s >= 0));
     if (more && retryable) {
       backoff(attempt, result.retry_after_s);
       continue;

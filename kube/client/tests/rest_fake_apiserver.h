@@ -1,7 +1,7 @@
 // A small in-memory kube-apiserver for the REST client's unit tests (cpp-httplib): objects by
 // path, resourceVersions, Status errors, merge patch (apply is treated as a merge and recorded),
-// watches with bookmarks, compaction (410 Gone), failure injection (429/503 with Retry-After),
-// bearer-token checking. Plain HTTP or HTTPS (with optional client-certificate verification; the
+// watches with bookmarks, compaction (410 Gone), failure injection (any code, Retry-After, a slow
+// or hung answer, for some requests only), bearer-token checking. Plain HTTP or HTTPS (with optional client-certificate verification; the
 // common name of the certificate each request came with is recorded, and names can be refused).
 #pragma once
 
@@ -27,9 +27,16 @@ class FakeApiServer {
  public:
   using Json = nlohmann::json;
 
+  // What the server does to one request instead of (or before) answering it.
   struct Failure {
-    int code;
+    int code;              // the error answered; 0: none (after `delay`, the request is served)
     int retry_after = -1;  // seconds; -1: no header
+    // Waits this long first (a slow server); a hung one: longer than the client's deadline. The
+    // wait ends early when the server shuts down.
+    std::chrono::milliseconds delay{0};
+    // Which requests it applies to: "" any; "GET", "PUT", ... that method (watches excluded);
+    // "WATCH" watch requests only.
+    std::string only;
   };
   struct Recorded {
     std::string method;
@@ -74,7 +81,7 @@ class FakeApiServer {
     std::lock_guard<std::mutex> lock(mu_);
     rejected_cns_.insert(cn);
   }
-  // The next requests fail with these codes, in order.
+  // The next requests (those each failure applies to) fail with these codes, in order.
   void FailNext(std::vector<Failure> failures) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Failure& f : failures) failures_.push_back(f);
@@ -119,6 +126,15 @@ class FakeApiServer {
   int bookmarks_sent() const { return bookmarks_sent_.load(); }
   int watch_requests() const { return watch_requests_.load(); }
   int gone_sent() const { return gone_sent_.load(); }
+  // How many injected failures were served; how many are still waiting for their request.
+  int failures_served() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failures_served_;
+  }
+  int failures_pending() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(failures_.size());
+  }
 
  private:
   struct Event {
@@ -148,6 +164,16 @@ class FakeApiServer {
     return cn;
   }
 
+  static std::string Reason(int code) {
+    switch (code) {
+      case 409: return "Conflict";
+      case 410: return "Expired";
+      case 429: return "TooManyRequests";
+      case 500: return "InternalError";
+      case 504: return "Timeout";
+      default: return "ServiceUnavailable";
+    }
+  }
   static Json StatusJson(int code, const std::string& reason, const std::string& message) {
     return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
                 {"code", code},     {"reason", reason},   {"message", message}};
@@ -184,12 +210,22 @@ class FakeApiServer {
     if (!recorded.client_cn.empty() && rejected_cns_.contains(recorded.client_cn)) {
       return Error(res, 401, "Unauthorized", "Unauthorized");
     }
-    if (!failures_.empty()) {
-      const Failure f = failures_.front();
-      failures_.pop_front();
-      if (f.retry_after >= 0) res.set_header("Retry-After", std::to_string(f.retry_after));
-      return Error(res, f.code, f.code == 429 ? "TooManyRequests" : "ServiceUnavailable",
-                   "injected failure");
+    const bool is_watch = req.get_param_value("watch") == "true";
+    auto failure = std::find_if(failures_.begin(), failures_.end(), [&](const Failure& f) {
+      return f.only.empty() || (f.only == "WATCH" ? is_watch : !is_watch && f.only == req.method);
+    });
+    if (failure != failures_.end()) {
+      const Failure f = *failure;
+      failures_.erase(failure);
+      ++failures_served_;
+      if (f.delay.count() > 0) {
+        cv_.wait_for(lock, f.delay, [&] { return shutting_down_; });
+        if (shutting_down_) return Error(res, 503, "ServiceUnavailable", "shutting down");
+      }
+      if (f.code != 0) {
+        if (f.retry_after >= 0) res.set_header("Retry-After", std::to_string(f.retry_after));
+        return Error(res, f.code, Reason(f.code), "injected failure");
+      }
     }
     const std::string path = req.path;
     const bool status_sub = Last(path) == "status";
@@ -363,6 +399,7 @@ class FakeApiServer {
   std::string token_;
   std::set<std::string> rejected_cns_;
   std::deque<Failure> failures_;
+  int failures_served_ = 0;
   std::chrono::milliseconds bookmark_interval_{0};
   std::map<std::string, Json> objects_;
   std::vector<Event> events_;

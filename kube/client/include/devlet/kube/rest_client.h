@@ -5,8 +5,9 @@
 //     client certificates, exec credential plugins whose token and client certificate are renewed
 //     at expiry and after a 401), TLS verification, a client-side rate limit (token bucket,
 //     client-go's 5 QPS / burst 10 by default), retries with exponential backoff on 429
-//     (Retry-After honoured), 5xx and lost connections, and the API's Status objects mapped to
-//     absl::Status codes; JSON bodies as strings; streaming for watches.
+//     (Retry-After honoured), 502-504, other 5xx and lost connections or timeouts when the request
+//     is idempotent, and the API's Status objects mapped to absl::Status codes; JSON bodies as
+//     strings; streaming for watches.
 //   - ApiServerStore: the ObjectStore of devlet/kube/client.h over RestClient for the typed kinds
 //     (DeviceClass, ResourceSlice, ResourceClaim incl. status, ResourceClaimTemplate,
 //     DeviceTaintRule, Node, Pod), plus JSON merge patch and server-side apply.
@@ -19,8 +20,8 @@
 // Status codes (from the HTTP code and the Status object's reason):
 //   404 NotFound -> NotFound; 409 AlreadyExists -> AlreadyExists; 409 Conflict -> Aborted;
 //   403 -> PermissionDenied; 401 -> Unauthenticated; 400 / 422 Invalid -> InvalidArgument;
-//   410 Gone / Expired -> OutOfRange; 429 -> ResourceExhausted; 504 -> DeadlineExceeded;
-//   other 5xx and connection failures -> Unavailable. Messages name the object and carry the
+//   410 Gone / Expired -> OutOfRange; 429 -> ResourceExhausted; 504 and no answer within
+//   request_timeout -> DeadlineExceeded; other 5xx and connection failures -> Unavailable. Messages name the object and carry the
 //   server's message: `ResourceClaim "ns/c": resourceclaims.resource.k8s.io "c" not found`.
 #pragma once
 

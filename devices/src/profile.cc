@@ -231,39 +231,8 @@ absl::StatusOr<std::map<std::string, NodeAllocatable>> ParseNodeAllocatable(
   return out;
 }
 
-absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
-  std::string name = "#" + std::to_string(index);
-  if (!node.IsMap()) return FieldError(name, "", node, "a profile must be a mapping");
-  if (!node["name"] || !node["name"].IsScalar()) {
-    return FieldError(name, "name", node, "is required");
-  }
-  Profile profile;
-  profile.name = node["name"].Scalar();
-  name = profile.name;
-  DEVLET_RETURN_IF_ERROR(CheckKeys(name, "", node,
-                                   {"name", "kind", "match", "sharing", "numVFs", "vfio", "mdevType",
-                                    "init", "cleanup", "attributes", "nodeAllocatableResources",
-                                    "skipNodeOperations", "cdiDevices"}));
-  bool label = !name.empty() && name.size() <= 40 && name.front() != '-' && name.back() != '-';
-  for (char c : name) label = label && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
-  if (!label) {
-    return FieldError(name, "name", node["name"],
-                      "must be a lowercase DNS label of at most 40 characters");
-  }
-  if (!node["kind"]) return FieldError(name, "kind", node, "is required");
-  const std::string kind = node["kind"].Scalar();
-  if (kind == "gpu") {
-    profile.kind = ProfileKind::kGpu;
-  } else if (kind == "nic") {
-    profile.kind = ProfileKind::kNic;
-  } else if (kind == "vf") {
-    profile.kind = ProfileKind::kVf;
-  } else if (kind == "cpu") {
-    profile.kind = ProfileKind::kCpu;
-  } else {
-    return FieldError(name, "kind", node["kind"],
-                      "unknown kind \"" + kind + "\" (want gpu, nic, vf or cpu)");
-  }
+// match: which discovered devices the profile takes.
+absl::Status ParseMatch(const std::string& name, const YAML::Node& node, Profile& profile) {
   if (const YAML::Node match = node["match"]) {
     DEVLET_RETURN_IF_ERROR(CheckKeys(name, "match", match,
                                      {"vendorIDs", "deviceIDs", "drivers", "pciAddresses",
@@ -284,6 +253,11 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// sharing: whole devices, GPU partitions or consumable NIC and CPU capacity.
+absl::Status ParseSharing(const std::string& name, const YAML::Node& node, Profile& profile) {
   if (const YAML::Node sharing = node["sharing"]) {
     DEVLET_RETURN_IF_ERROR(CheckKeys(name, "sharing", sharing, {"mode", "partitions", "bandwidthShare"}));
     const std::string mode = sharing["mode"] ? sharing["mode"].Scalar() : "whole";
@@ -311,7 +285,11 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
                         "unknown mode \"" + mode + "\" (want whole, partitions or consumable)");
     }
   }
-  if (profile.kind == ProfileKind::kCpu) profile.sharing = SharingMode::kConsumable;
+  return absl::OkStatus();
+}
+
+// numVFs, vfio, mdevType: what the device is bound to or split into at prepare.
+absl::Status ParseBinding(const std::string& name, const YAML::Node& node, Profile& profile) {
   if (node["numVFs"]) {
     if (profile.kind != ProfileKind::kVf) {
       return FieldError(name, "numVFs", node["numVFs"], "is only for vf profiles");
@@ -342,6 +320,12 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
     }
     profile.mdev_type = mdev.Scalar();
   }
+  return absl::OkStatus();
+}
+
+// init, cleanup, skipNodeOperations: what runs at prepare and unprepare, or that nothing does.
+absl::Status ParseNodeOperations(const std::string& name, const YAML::Node& node,
+                                 Profile& profile) {
   if (node["init"]) {
     DEVLET_ASSIGN_OR_RETURN(profile.init, ParseCommand(name, "init", node["init"]));
   }
@@ -364,6 +348,11 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// cdiDevices: the vendor's CDI devices handed to the container besides devlet's own.
+absl::Status ParseCdiDevices(const std::string& name, const YAML::Node& node, Profile& profile) {
   if (const YAML::Node cdi = node["cdiDevices"]) {
     if (profile.kind != ProfileKind::kGpu && profile.kind != ProfileKind::kNic) {
       return FieldError(name, "cdiDevices", cdi, "is only for gpu and nic profiles");
@@ -393,9 +382,11 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
                         "ask for them)");
     }
   }
-  if (const YAML::Node allocatable = node["nodeAllocatableResources"]) {
-    DEVLET_ASSIGN_OR_RETURN(profile.node_allocatable, ParseNodeAllocatable(name, allocatable));
-  }
+  return absl::OkStatus();
+}
+
+// attributes: published on every device of the profile, lists as list-typed attributes.
+absl::Status ParseAttributes(const std::string& name, const YAML::Node& node, Profile& profile) {
   if (const YAML::Node attributes = node["attributes"]) {
     if (!attributes.IsMap()) return FieldError(name, "attributes", attributes, "must be a mapping");
     for (const auto& entry : attributes) {
@@ -420,6 +411,56 @@ absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
                               ParseAttribute(name, "attributes." + key, entry.second));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Profile> ParseProfile(const YAML::Node& node, size_t index) {
+  std::string name = "#" + std::to_string(index);
+  if (!node.IsMap())
+    return FieldError(name, "", node, "a profile must be a mapping");
+  if (!node["name"] || !node["name"].IsScalar()) {
+    return FieldError(name, "name", node, "is required");
+  }
+  Profile profile;
+  profile.name = node["name"].Scalar();
+  name = profile.name;
+  DEVLET_RETURN_IF_ERROR(CheckKeys(
+      name, "", node,
+      {"name", "kind", "match", "sharing", "numVFs", "vfio", "mdevType", "init", "cleanup",
+       "attributes", "nodeAllocatableResources", "skipNodeOperations", "cdiDevices"}));
+  bool label = !name.empty() && name.size() <= 40 && name.front() != '-' && name.back() != '-';
+  for (char c : name)
+    label = label && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+  if (!label) {
+    return FieldError(name, "name", node["name"],
+                      "must be a lowercase DNS label of at most 40 characters");
+  }
+  if (!node["kind"])
+    return FieldError(name, "kind", node, "is required");
+  const std::string kind = node["kind"].Scalar();
+  if (kind == "gpu") {
+    profile.kind = ProfileKind::kGpu;
+  } else if (kind == "nic") {
+    profile.kind = ProfileKind::kNic;
+  } else if (kind == "vf") {
+    profile.kind = ProfileKind::kVf;
+  } else if (kind == "cpu") {
+    profile.kind = ProfileKind::kCpu;
+  } else {
+    return FieldError(name, "kind", node["kind"],
+                      "unknown kind \"" + kind + "\" (want gpu, nic, vf or cpu)");
+  }
+  DEVLET_RETURN_IF_ERROR(ParseMatch(name, node, profile));
+  DEVLET_RETURN_IF_ERROR(ParseSharing(name, node, profile));
+  if (profile.kind == ProfileKind::kCpu)
+    profile.sharing = SharingMode::kConsumable;
+  DEVLET_RETURN_IF_ERROR(ParseBinding(name, node, profile));
+  DEVLET_RETURN_IF_ERROR(ParseNodeOperations(name, node, profile));
+  DEVLET_RETURN_IF_ERROR(ParseCdiDevices(name, node, profile));
+  if (const YAML::Node allocatable = node["nodeAllocatableResources"]) {
+    DEVLET_ASSIGN_OR_RETURN(profile.node_allocatable, ParseNodeAllocatable(name, allocatable));
+  }
+  DEVLET_RETURN_IF_ERROR(ParseAttributes(name, node, profile));
   return profile;
 }
 

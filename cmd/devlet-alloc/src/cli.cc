@@ -135,85 +135,89 @@ absl::StatusOr<std::vector<kube::Object>> ReadClusterWithin(const ClusterRequest
   return std::move(got->first);
 }
 
-}  // namespace
+// The help text of devlet-alloc (kubectl devlet when `name` says so).
+std::string Description(const std::string& name) {
+  return name +
+         ": allocate DRA ResourceClaims on a node, as the Kubernetes scheduler would.\n"
+         "Input: DeviceClass, ResourceSlice, ResourceClaim, Node, DeviceTaintRule, Pod (YAML or\n"
+         "JSON), at most 64 MiB per file. Claims with status.allocation are already allocated;\n"
+         "the others are one pod's claims. A Pod's extended resources served by a DeviceClass\n"
+         "become one more claim. Nothing to allocate: an empty List.\n"
+         "A live cluster (--kubeconfig, --context, --in-cluster, --claim or --pod; always as\n"
+         "kubectl devlet): DeviceClasses, ResourceSlices, DeviceTaintRules, Nodes and the\n"
+         "allocated ResourceClaims come from the kube-apiserver (read only), replaced by file\n"
+         "objects of the same name; the claims to place are --claim, --pod's claims and the\n"
+         "files' claims without status.allocation. --timeout also bounds reading the cluster.\n"
+         "Exit: 0 allocated, 1 cannot be allocated on that node (also: the search ran out of\n"
+         "--timeout), 2 error (also: the cluster cannot be read).";
+}
 
-int RunDevletAlloc(int argc, char** argv) {
-  // Installed as kubectl-devlet, kubectl runs it for `kubectl devlet ...`: then it reads the
-  // cluster by default, as every kubectl command does.
-  const std::string base = std::filesystem::path(argc > 0 ? argv[0] : "").filename().string();
-  const bool as_kubectl = base == "kubectl-devlet";
-  const std::string name = as_kubectl ? "kubectl devlet" : "devlet-alloc";
-  CLI::App app{
-      name +
-          ": allocate DRA ResourceClaims on a node, as the Kubernetes scheduler would.\n"
-          "Input: DeviceClass, ResourceSlice, ResourceClaim, Node, DeviceTaintRule, Pod (YAML or\n"
-          "JSON), at most 64 MiB per file. Claims with status.allocation are already allocated;\n"
-          "the others are one pod's claims. A Pod's extended resources served by a DeviceClass\n"
-          "become one more claim. Nothing to allocate: an empty List.\n"
-          "A live cluster (--kubeconfig, --context, --in-cluster, --claim or --pod; always as\n"
-          "kubectl devlet): DeviceClasses, ResourceSlices, DeviceTaintRules, Nodes and the\n"
-          "allocated ResourceClaims come from the kube-apiserver (read only), replaced by file\n"
-          "objects of the same name; the claims to place are --claim, --pod's claims and the\n"
-          "files' claims without status.allocation. --timeout also bounds reading the cluster.\n"
-          "Exit: 0 allocated, 1 cannot be allocated on that node (also: the search ran out of\n"
-          "--timeout), 2 error (also: the cluster cannot be read).",
-      name};
+// Flags is devlet-alloc's command line.
+struct Flags {
   std::vector<std::string> files;
   std::string node_name, gates, timeout_text = "10s";
   bool all_nodes = false, explain = false;
   ClusterRequest cluster;
-  app.add_option("-f,--filename", files, "Input file (repeatable; - for stdin)");
-  app.add_option("--node", node_name, "Node to allocate on");
-  app.add_option("--feature-gates", gates, "Feature gates, e.g. DRAConsumableCapacity=false");
-  app.add_flag("--all-nodes", all_nodes, "Try every node; print which fit and why others do not");
-  app.add_flag("--explain", explain, "Explain, on stderr, what the search considered");
-  app.add_option("--timeout", timeout_text,
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("-f,--filename", f.files, "Input file (repeatable; - for stdin)");
+  app.add_option("--node", f.node_name, "Node to allocate on");
+  app.add_option("--feature-gates", f.gates, "Feature gates, e.g. DRAConsumableCapacity=false");
+  app.add_flag("--all-nodes", f.all_nodes, "Try every node; print which fit and why others do not");
+  app.add_flag("--explain", f.explain, "Explain, on stderr, what the search considered");
+  app.add_option("--timeout", f.timeout_text,
                  "Bound on the search per node, as the scheduler's filterTimeout, and on reading "
                  "the cluster (Go duration: 10s, 500ms, 1m; 0 for none)")
       ->capture_default_str();
-  app.add_option("--kubeconfig", cluster.kubeconfig,
+  app.add_option("--kubeconfig", f.cluster.kubeconfig,
                  "Read the cluster of this kubeconfig (without it: $KUBECONFIG, in-cluster, "
                  "~/.kube/config)");
-  app.add_option("--context", cluster.context, "Kubeconfig context (default: current-context)");
-  app.add_flag("--in-cluster", cluster.in_cluster,
+  app.add_option("--context", f.cluster.context, "Kubeconfig context (default: current-context)");
+  app.add_flag("--in-cluster", f.cluster.in_cluster,
                "Read the cluster through the pod's service account");
-  app.add_option("-n,--namespace", cluster.namespace_name,
+  app.add_option("-n,--namespace", f.cluster.namespace_name,
                  "Namespace of --claim, --pod and of file objects that name none (default: the "
                  "kubeconfig context's, else default)");
-  app.add_option("--claim", cluster.claims,
+  app.add_option("--claim", f.cluster.claims,
                  "ResourceClaim in the cluster to place (repeatable: one pod's claims)");
-  app.add_option("--pod", cluster.pod,
+  app.add_option("--pod", f.cluster.pod,
                  "Pod in the cluster whose claims (and extended resources) to place");
-  try {
-    flags::Parse(app, argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
+}
+
+// ReadFiles decodes the -f files, in order.
+absl::StatusOr<std::vector<kube::Object>> ReadFiles(const std::vector<std::string>& files) {
+  std::vector<kube::Object> objects;
+  for (const std::string& file : files) {
+    kube::DecodeOptions decode_options;
+    DEVLET_ASSIGN_OR_RETURN(std::string text, ReadInput(file, decode_options.max_bytes));
+    decode_options.source = file == "-" ? "stdin" : file;
+    DEVLET_ASSIGN_OR_RETURN(std::vector<kube::Object> decoded, kube::Decode(text, decode_options));
+    for (auto& o : decoded)
+      objects.push_back(std::move(o));
   }
-  auto fail = [&name](const std::string& message) {
+  return objects;
+}
+
+bool TimedOut(const NodeOutcome& out) {
+  return out.outcome.kind == AllocateOutcome::Kind::kError &&
+         out.outcome.status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+// Run is one invocation with its checked flags: the steps after parsing the command line.
+struct Run {
+  std::string name;  // for messages: devlet-alloc or kubectl devlet
+  Flags flags;
+  bool from_cluster = false;
+  absl::Duration timeout;
+
+  int Fail(const std::string& message) const {
     std::cerr << name << ": " << message << "\n";
     return 2;
-  };
-  const bool from_cluster = as_kubectl || !cluster.kubeconfig.empty() ||
-                            !cluster.context.empty() || cluster.in_cluster ||
-                            !cluster.claims.empty() || !cluster.pod.empty();
-  if (!from_cluster && files.empty()) {
-    return fail("give -f FILE, or read a live cluster (--kubeconfig, --context, --in-cluster, "
-                "--claim or --pod)");
   }
-  if (all_nodes == !node_name.empty()) {
-    return fail("give exactly one of --node NAME and --all-nodes");
-  }
-  auto features = allocator::ParseFeatureGates(gates);
-  if (!features.ok()) return fail(Message(features.status()));
-  absl::Duration timeout;
-  if (!absl::ParseDuration(timeout_text, &timeout) || timeout < absl::ZeroDuration()) {
-    return fail("--timeout: invalid duration \"" + timeout_text + "\" (e.g. 10s, 500ms, 0)");
-  }
+
   // Each node's search gets its own budget, as each of the scheduler's Filter calls does.
-  auto options_for_node = [&] {
+  AllocateOptions OptionsForNode() const {
     AllocateOptions options;
     if (timeout > absl::ZeroDuration()) {
       options.timeout = std::chrono::milliseconds(
@@ -221,20 +225,12 @@ int RunDevletAlloc(int argc, char** argv) {
       options.deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
     }
     return options;
-  };
-  std::vector<kube::Object> objects;
-  for (const std::string& file : files) {
-    kube::DecodeOptions decode_options;
-    auto text = ReadInput(file, decode_options.max_bytes);
-    if (!text.ok()) return fail(Message(text.status()));
-    decode_options.source = file == "-" ? "stdin" : file;
-    auto decoded = kube::Decode(*text, decode_options);
-    if (!decoded.ok()) return fail(Message(decoded.status()));
-    for (auto& o : *decoded) objects.push_back(std::move(o));
   }
-  if (from_cluster) {
+
+  // The cluster's objects with the files' in place of theirs; a failure ends the process.
+  std::vector<kube::Object> ReadClusterOrExit(std::vector<kube::Object> from_files) const {
     std::vector<std::string> notes;
-    auto read = ReadClusterWithin(cluster, std::move(objects), timeout, &notes);
+    auto read = ReadClusterWithin(flags.cluster, std::move(from_files), timeout, &notes);
     if (!read.ok()) {
       std::cerr << name << ": " << Message(read.status()) << "\n";
       std::cerr.flush();
@@ -244,34 +240,20 @@ int RunDevletAlloc(int argc, char** argv) {
       std::_Exit(2);
     }
     for (const std::string& note : notes) std::cerr << name << ": note: " << note << "\n";
-    objects = std::move(*read);
+    return std::move(*read);
   }
-  auto scenario = Scenario::FromObjects(std::move(objects), *features);
-  if (!scenario.ok()) return fail(Message(scenario.status()));
-  if (scenario->pending().empty() && !scenario->pod()) {
-    if (from_cluster) {
-      return fail(
-          "nothing to place: name a claim (--claim) or a pod (--pod), or give them with -f");
-    }
-    // Nothing to allocate (upstream: nothing to do): the empty List of allocated claims.
-    std::cout << kube::EncodeJsonList({}, {.indent = 2}) << "\n";
-    return 0;
-  }
-  auto timed_out = [](const NodeOutcome& out) {
-    return out.outcome.kind == AllocateOutcome::Kind::kError &&
-           out.outcome.status.code() == absl::StatusCode::kDeadlineExceeded;
-  };
 
-  if (!all_nodes) {
-    NodeOutcome out = scenario->AllocateOn(node_name, options_for_node());
-    if (timed_out(out)) {
+  int OnNode(Scenario& scenario) const {
+    NodeOutcome out = scenario.AllocateOn(flags.node_name, OptionsForNode());
+    if (TimedOut(out)) {
       // Exit 1, "not on this node (within the budget)", not 2: the input is fine and a larger
       // --timeout may answer. (The scheduler's Filter returns the timeout as an Error so that
       // the pod retries with backoff rather than wait for a cluster event.)
       std::cerr << name << ": " << Message(out.outcome.status) << "\n";
       return 1;
     }
-    if (explain) PrintExplanation(out, std::cerr);
+    if (flags.explain)
+      PrintExplanation(out, std::cerr);
     switch (out.outcome.kind) {
       case AllocateOutcome::Kind::kAllocated: {
         std::vector<kube::Object> list(out.claims.begin(), out.claims.end());
@@ -279,45 +261,108 @@ int RunDevletAlloc(int argc, char** argv) {
         return 0;
       }
       case AllocateOutcome::Kind::kUnschedulable:
-        std::cerr << name << ": node " << node_name << ": " << out.Summary() << "\n";
+        std::cerr << name << ": node " << flags.node_name << ": " << out.Summary() << "\n";
         return 1;
       case AllocateOutcome::Kind::kError:
-        return fail(Message(out.outcome.status));
+        break;
     }
+    return Fail(Message(out.outcome.status));
   }
-  std::vector<std::string> nodes = scenario->CandidateNodes();
-  if (nodes.empty()) return fail("--all-nodes: no Node objects and no slice names a node");
-  std::vector<NodeOutcome> outcomes;
-  size_t width = 4;
-  for (const std::string& n : nodes) {
-    outcomes.push_back(scenario->AllocateOn(n, options_for_node()));
-    width = std::max(width, n.size());
-    if (outcomes.back().outcome.kind == AllocateOutcome::Kind::kError &&
-        !timed_out(outcomes.back())) {
-      return fail(Message(outcomes.back().outcome.status));  // the pod fails everywhere
-    }
-  }
-  bool any = false;
-  std::cout << Pad("NODE", width) << "  FITS  DETAILS\n";
-  for (const NodeOutcome& out : outcomes) {
-    bool fits = out.outcome.kind == AllocateOutcome::Kind::kAllocated;
-    any = any || fits;
-    std::string details;
-    if (fits) {
-      for (const auto& r : out.outcome.results) {
-        for (const auto& d : r.devices.results) {
-          if (!details.empty()) details += ", ";
-          details += d.request + "=" + d.driver + "/" + d.pool + "/" + d.device;
-        }
+
+  int OnAllNodes(Scenario& scenario) const {
+    std::vector<std::string> nodes = scenario.CandidateNodes();
+    if (nodes.empty())
+      return Fail("--all-nodes: no Node objects and no slice names a node");
+    std::vector<NodeOutcome> outcomes;
+    size_t width = 4;
+    for (const std::string& n : nodes) {
+      outcomes.push_back(scenario.AllocateOn(n, OptionsForNode()));
+      width = std::max(width, n.size());
+      if (outcomes.back().outcome.kind == AllocateOutcome::Kind::kError &&
+          !TimedOut(outcomes.back())) {
+        return Fail(Message(outcomes.back().outcome.status));  // the pod fails everywhere
       }
-    } else {
-      details = out.Summary();
     }
-    std::cout << Pad(out.node, width) << "  " << (fits ? "yes " : "no  ") << "  " << details
-              << "\n";
-    if (explain) PrintExplanation(out, std::cerr);
+    bool any = false;
+    std::cout << Pad("NODE", width) << "  FITS  DETAILS\n";
+    for (const NodeOutcome& out : outcomes) {
+      bool fits = out.outcome.kind == AllocateOutcome::Kind::kAllocated;
+      any = any || fits;
+      std::string details;
+      if (fits) {
+        for (const auto& r : out.outcome.results) {
+          for (const auto& d : r.devices.results) {
+            if (!details.empty())
+              details += ", ";
+            details += d.request + "=" + d.driver + "/" + d.pool + "/" + d.device;
+          }
+        }
+      } else {
+        details = out.Summary();
+      }
+      std::cout << Pad(out.node, width) << "  " << (fits ? "yes " : "no  ") << "  " << details
+                << "\n";
+      if (flags.explain)
+        PrintExplanation(out, std::cerr);
+    }
+    return any ? 0 : 1;
   }
-  return any ? 0 : 1;
+};
+
+}  // namespace
+
+int RunDevletAlloc(int argc, char** argv) {
+  // Installed as kubectl-devlet, kubectl runs it for `kubectl devlet ...`: then it reads the
+  // cluster by default, as every kubectl command does.
+  const std::string base = std::filesystem::path(argc > 0 ? argv[0] : "").filename().string();
+  const bool as_kubectl = base == "kubectl-devlet";
+  Run run;
+  run.name = as_kubectl ? "kubectl devlet" : "devlet-alloc";
+  CLI::App app{Description(run.name), run.name};
+  Flags& f = run.flags;
+  AddFlags(app, f);
+  try {
+    flags::Parse(app, argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  run.from_cluster = as_kubectl || !f.cluster.kubeconfig.empty() || !f.cluster.context.empty() ||
+                     f.cluster.in_cluster || !f.cluster.claims.empty() || !f.cluster.pod.empty();
+  if (!run.from_cluster && f.files.empty()) {
+    return run.Fail(
+        "give -f FILE, or read a live cluster (--kubeconfig, --context, --in-cluster, "
+        "--claim or --pod)");
+  }
+  if (f.all_nodes == !f.node_name.empty()) {
+    return run.Fail("give exactly one of --node NAME and --all-nodes");
+  }
+  auto features = allocator::ParseFeatureGates(f.gates);
+  if (!features.ok())
+    return run.Fail(Message(features.status()));
+  if (!absl::ParseDuration(f.timeout_text, &run.timeout) || run.timeout < absl::ZeroDuration()) {
+    return run.Fail("--timeout: invalid duration \"" + f.timeout_text + "\" (e.g. 10s, 500ms, 0)");
+  }
+  absl::StatusOr<std::vector<kube::Object>> objects = ReadFiles(f.files);
+  if (!objects.ok())
+    return run.Fail(Message(objects.status()));
+  if (run.from_cluster)
+    *objects = run.ReadClusterOrExit(std::move(*objects));
+  auto scenario = Scenario::FromObjects(std::move(*objects), *features);
+  if (!scenario.ok())
+    return run.Fail(Message(scenario.status()));
+  if (scenario->pending().empty() && !scenario->pod()) {
+    if (run.from_cluster) {
+      return run.Fail(
+          "nothing to place: name a claim (--claim) or a pod (--pod), or give them with -f");
+    }
+    // Nothing to allocate (upstream: nothing to do): the empty List of allocated claims.
+    std::cout << kube::EncodeJsonList({}, {.indent = 2}) << "\n";
+    return 0;
+  }
+  return f.all_nodes ? run.OnAllNodes(*scenario) : run.OnNode(*scenario);
 }
 
 }  // namespace devlet::alloc_cli

@@ -180,8 +180,10 @@ struct FunctionDef {
   // The overloads the checker resolves, receiver first, ';'-separated:
   // "string, string -> bool; string, string, int -> bool". Parameter types: int uint double
   // string bytes bool null list map list(string) list(optional) Quantity Semver type optional
-  // timestamp duration IP CIDR format URL any; result types the same and dyn. Empty: the
-  // checker knows no overloads (any arguments within the counts).
+  // timestamp duration IP CIDR format URL any. Result types: the same names (but any) and dyn,
+  // or with their parameters as cel-go declares them: list(string), optional(format),
+  // map(string, list(string)); a result with parameters that every overload declares is the
+  // call's checked type. Empty: the checker knows no overloads (any arguments within the counts).
   std::string_view overloads = {};
   // How Kubernetes' library.CostEstimator prices the call (kubernetes_cost.h): the rule of its
   // compile-time estimate, and whether its runtime cost applies without a resolved overload.
@@ -195,6 +197,8 @@ struct FunctionDef {
 struct Signature {
   std::string params;
   Type::Kind result;
+  // The result with its parameters, when declared with them (list(string)).
+  std::optional<Type> parametric;
 };
 
 // Lookup by name and call style, filtered by enabled libraries.
@@ -202,6 +206,12 @@ const FunctionDef* FindFunction(std::string_view name, bool member, uint32_t lib
 // The parsed overloads of the function `name` (either call style), or nullptr if it declares
 // none.
 const std::vector<Signature>* FindSignatures(std::string_view name);
+// The checked type of a result of `kind` without parameters (list: list(dyn); optional, null:
+// dyn).
+Type TypeOfKind(Type::Kind kind);
+// The result type with parameters that every overload of `name` declares (split:
+// list(string)), or nullptr.
+const Type* FindDeclaredResult(std::string_view name);
 // Whether any function (any style) has this name (for "undeclared reference" errors).
 bool IsFunctionName(std::string_view name, uint32_t libraries);
 

@@ -503,9 +503,9 @@ std::vector<FunctionDef> FormatFunctions() {
   constexpr uint32_t kF = kFormatLibrary;
   return {
       {"format.named", FormatNamed, true, false, kF, nullptr, K::kOptional, 1, 1,
-       "string -> optional", KC::kNominalByName},
+       "string -> optional(format)", KC::kNominalByName},
       {"validate", FormatValidate, false, true, kF, ValidateCost, K::kOptional, 2, 2,
-       "format, string -> optional", KC::kValidate},
+       "format, string -> optional(list(string))", KC::kValidate},
       {"format.dns1123Label", FormatConstant<kDns1123Label>, true, false, kF, nullptr, K::kFormat,
        0, 0},
       {"format.dns1123Subdomain", FormatConstant<kDns1123Subdomain>, true, false, kF, nullptr,

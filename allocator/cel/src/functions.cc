@@ -1507,7 +1507,8 @@ std::vector<FunctionDef> StandardFunctions() {
       // Optionals.
       {"optional.of", OptionalOf, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
       {"optional.none", OptionalNone, true, false, kOptionalsLibrary, nullptr, K::kDyn, 0, 0},
-      {"optional.ofNonZeroValue", OptionalOfNonZero, true, false, kOptionalsLibrary, nullptr, K::kDyn, 1, 1},
+      {"optional.ofNonZeroValue", OptionalOfNonZero, true, false, kOptionalsLibrary, nullptr,
+       K::kDyn, 1, 1},
       {"hasValue", HasValue, false, true, kOptionalsLibrary, nullptr, K::kBool, 1, 1,
        "optional -> bool"},
       {"value", OptValue, false, true, kOptionalsLibrary, nullptr, K::kDyn, 1, 1,
@@ -1523,18 +1524,20 @@ std::vector<FunctionDef> StandardFunctions() {
       // Strings v2.
       {"charAt", CharAt, false, true, kStringsLibrary, nullptr, K::kString, 2, 2,
        "string, int -> string"},
-      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost, K::kInt, 2, 3,
+      {"indexOf", IndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost,
+       K::kInt, 2, 3, "string, string -> int; string, string, int -> int; list, any -> int",
+       KC::kListTraversal},
+      {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary,
+       TraversalCost, K::kInt, 2, 3,
        "string, string -> int; string, string, int -> int; list, any -> int", KC::kListTraversal},
-      {"lastIndexOf", LastIndexOf, false, true, kStringsLibrary | kKubernetesListsLibrary, TraversalCost,
-       K::kInt, 2, 3, "string, string -> int; string, string, int -> int; list, any -> int", KC::kListTraversal},
-      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
-       "string -> string", KC::kStringTraversal},
-      {"upperAscii", UpperAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
-       "string -> string", KC::kStringTraversal},
+      {"lowerAscii", LowerAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1,
+       1, "string -> string", KC::kStringTraversal},
+      {"upperAscii", UpperAscii, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1,
+       1, "string -> string", KC::kStringTraversal},
       {"replace", Replace, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kString, 3, 4,
        "string, string, string -> string; string, string, string, int -> string", KC::kReplace},
       {"split", Split, false, true, kStringsLibrary, ReceiverTraverse2Cost, K::kList, 2, 3,
-       "string, string -> list; string, string, int -> list", KC::kSplit},
+       "string, string -> list(string); string, string, int -> list(string)", KC::kSplit},
       {"substring", Substring, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 2, 3,
        "string, int -> string; string, int, int -> string", KC::kStringTraversal},
       {"trim", Trim, false, true, kStringsLibrary, ReceiverTraverseCost, K::kString, 1, 1,
@@ -1552,16 +1555,18 @@ std::vector<FunctionDef> StandardFunctions() {
        "list -> list; list, int -> list"},
       {"distinct", Distinct, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1,
        "list -> list"},
-      {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1, "int -> list"},
+      {"lists.range", Range, true, false, kListsLibrary, RangeCost, K::kList, 1, 1,
+       "int -> list(int)"},
       {"reverse", Reverse, false, true, kListsLibrary, ReverseCost, K::kDyn, 1, 1, "list -> list"},
       {"sort", Sort, false, true, kListsLibrary, SelfCompareReceiverCost, K::kDyn, 1, 1,
        "list -> list"},
-      {"@sortByAssociatedKeys", SortByKeys, false, true, kListsLibrary, SelfCompareKeysCost, K::kDyn, 2, 2},
+      {"@sortByAssociatedKeys", SortByKeys, false, true, kListsLibrary, SelfCompareKeysCost,
+       K::kDyn, 2, 2},
       // Sets.
       {"sets.contains", SetsContains, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2,
        "list, list -> bool"},
-      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsEquivalentCost, K::kBool, 2, 2,
-       "list, list -> bool"},
+      {"sets.equivalent", SetsEquivalent, true, false, kSetsLibrary, SetsEquivalentCost, K::kBool,
+       2, 2, "list, list -> bool"},
       {"sets.intersects", SetsIntersects, true, false, kSetsLibrary, SetsCost, K::kBool, 2, 2,
        "list, list -> bool"},
       // Macro helpers.
@@ -1583,6 +1588,70 @@ std::vector<std::string_view> SplitTrimmed(std::string_view text, char sep) {
   }
 }
 
+// The kinds of the result type names of FunctionDef::overloads.
+const std::unordered_map<std::string_view, K>& ResultKinds() {
+  static const auto* kinds =
+      new std::unordered_map<std::string_view, K>{{"int", K::kInt},
+                                                  {"uint", K::kUint},
+                                                  {"double", K::kDouble},
+                                                  {"string", K::kString},
+                                                  {"bytes", K::kBytes},
+                                                  {"bool", K::kBool},
+                                                  {"list", K::kList},
+                                                  {"map", K::kMap},
+                                                  {"Quantity", K::kQuantity},
+                                                  {"Semver", K::kSemver},
+                                                  {"type", K::kType},
+                                                  {"optional", K::kOptional},
+                                                  {"timestamp", K::kTimestamp},
+                                                  {"duration", K::kDuration},
+                                                  {"IP", K::kIP},
+                                                  {"CIDR", K::kCIDR},
+                                                  {"format", K::kFormat},
+                                                  {"URL", K::kURL},
+                                                  {"dyn", K::kDyn}};
+  return *kinds;
+}
+
+// A declared result with parameters: list(T), optional(T), map(K, V), T a result type name or
+// one with parameters; nullopt if malformed.
+std::optional<Type> ParseResultType(std::string_view t) {
+  const size_t open = t.find('(');
+  if (open == std::string_view::npos) {
+    auto it = ResultKinds().find(t);
+    if (it == ResultKinds().end() || it->second == K::kOptional)
+      return std::nullopt;
+    return TypeOfKind(it->second);
+  }
+  if (t.back() != ')')
+    return std::nullopt;
+  const std::string_view head = t.substr(0, open);
+  const std::string_view inner = t.substr(open + 1, t.size() - open - 2);
+  if (head == "list" || head == "optional") {
+    std::optional<Type> el = ParseResultType(inner);
+    if (!el)
+      return std::nullopt;
+    return head == "list" ? Type::List(*el) : Type::Optional(*el);
+  }
+  if (head != "map")
+    return std::nullopt;
+  int depth = 0;
+  for (size_t i = 0; i < inner.size(); ++i) {
+    if (inner[i] == '(')
+      ++depth;
+    if (inner[i] == ')')
+      --depth;
+    if (inner[i] == ',' && depth == 0) {
+      std::optional<Type> key = ParseResultType(SplitTrimmed(inner.substr(0, i), ';')[0]);
+      std::optional<Type> value = ParseResultType(SplitTrimmed(inner.substr(i + 1), ';')[0]);
+      if (!key || !value)
+        return std::nullopt;
+      return Type::Map(*key, *value);
+    }
+  }
+  return std::nullopt;
+}
+
 // Parses FunctionDef::overloads; a malformed declaration is a programming error (abort, naming
 // the function), found by any test that compiles an expression.
 std::vector<Signature> ParseOverloads(const FunctionDef& d) {
@@ -1593,14 +1662,7 @@ std::vector<Signature> ParseOverloads(const FunctionDef& d) {
       {"optional", 'O'}, {"timestamp", 'Z'},     {"duration", 'D'},     {"IP", 'P'},
       {"CIDR", 'C'},     {"format", 'F'},        {"URL", 'U'},          {"list(string)", 'W'},
       {"list(optional)", 'V'}, {"any", '*'}};
-  static const auto* kResults = new std::unordered_map<std::string_view, K>{
-      {"int", K::kInt},         {"uint", K::kUint},           {"double", K::kDouble},
-      {"string", K::kString},   {"bytes", K::kBytes},         {"bool", K::kBool},
-      {"list", K::kList},       {"map", K::kMap},             {"Quantity", K::kQuantity},
-      {"Semver", K::kSemver},   {"type", K::kType},           {"optional", K::kOptional},
-      {"timestamp", K::kTimestamp}, {"duration", K::kDuration}, {"IP", K::kIP},
-      {"CIDR", K::kCIDR},       {"format", K::kFormat},       {"URL", K::kURL},
-      {"dyn", K::kDyn}};
+  const std::unordered_map<std::string_view, K>* kResults = &ResultKinds();
   auto fail = [&](std::string_view what) {
     std::fprintf(stderr, "devlet::cel: bad overload declaration of %.*s: %.*s\n",
                  static_cast<int>(d.name.size()), d.name.data(), static_cast<int>(what.size()),
@@ -1617,9 +1679,15 @@ std::vector<Signature> ParseOverloads(const FunctionDef& d) {
       if (it == kLetters->end()) fail(param);
       sig.params += it->second;
     }
-    auto it = kResults->find(SplitTrimmed(overload.substr(arrow + 2), ';')[0]);
+    const std::string_view result = SplitTrimmed(overload.substr(arrow + 2), ';')[0];
+    auto it = kResults->find(result.substr(0, result.find('(')));
     if (it == kResults->end()) fail(overload);
     sig.result = it->second;
+    if (result.find('(') != std::string_view::npos) {
+      sig.parametric = ParseResultType(result);
+      if (!sig.parametric)
+        fail(overload);
+    }
     out.push_back(std::move(sig));
   }
   return out;
@@ -1630,6 +1698,8 @@ struct Registry {
   std::unordered_map<std::string_view, std::pair<const FunctionDef*, const FunctionDef*>> by_name;
   // name -> parsed overloads, for the functions that declare them
   std::unordered_map<std::string_view, std::vector<Signature>> signatures;
+  // name -> the result with parameters that all its overloads declare
+  std::unordered_map<std::string_view, Type> declared_results;
   std::vector<FunctionDef> defs;
   Registry() {
     defs = StandardFunctions();
@@ -1641,6 +1711,13 @@ struct Registry {
       if (d.global) slot.first = &d;
       if (d.member) slot.second = &d;
       if (!d.overloads.empty()) signatures[d.name] = ParseOverloads(d);
+    }
+    for (const auto& [name, sigs] : signatures) {
+      const std::optional<Type>& first = sigs.front().parametric;
+      if (first && std::all_of(sigs.begin(), sigs.end(),
+                               [&](const Signature& s) { return s.parametric == first; })) {
+        declared_results.emplace(name, *first);
+      }
     }
   }
 };
@@ -1666,6 +1743,53 @@ const std::vector<Signature>* FindSignatures(std::string_view name) {
   const Registry& r = GetRegistry();
   auto it = r.signatures.find(name);
   return it == r.signatures.end() ? nullptr : &it->second;
+}
+
+Type TypeOfKind(Type::Kind kind) {
+  switch (kind) {
+    case K::kBool:
+      return Type::Bool();
+    case K::kInt:
+      return Type::Int();
+    case K::kUint:
+      return Type::Uint();
+    case K::kDouble:
+      return Type::Double();
+    case K::kString:
+      return Type::String();
+    case K::kBytes:
+      return Type::Bytes();
+    case K::kType:
+      return Type::TypeType();
+    case K::kQuantity:
+      return Type::Quantity();
+    case K::kTimestamp:
+      return Type::Timestamp();
+    case K::kDuration:
+      return Type::Duration();
+    case K::kSemver:
+      return Type::Semver();
+    case K::kIP:
+      return Type::IP();
+    case K::kCIDR:
+      return Type::CIDR();
+    case K::kFormat:
+      return Type::Format();
+    case K::kURL:
+      return Type::URL();
+    case K::kList:
+      return Type::List(Type::Dyn());
+    case K::kMap:
+      return Type::Map(Type::Dyn(), Type::Dyn());
+    default:
+      return Type::Dyn();
+  }
+}
+
+const Type* FindDeclaredResult(std::string_view name) {
+  const Registry& r = GetRegistry();
+  auto it = r.declared_results.find(name);
+  return it == r.declared_results.end() ? nullptr : &it->second;
 }
 
 Val AddValues(Ctx& ctx, const Val* args, uint32_t n) { return Add(ctx, args, n); }

@@ -1027,35 +1027,13 @@ class Planner {
 
 
   Type ResultType(const FunctionDef& def, const std::vector<Planned>& args) {
-    // Element types cel-go's checker knows (they decide overload resolution, hence costs).
-    if (def.name == "split" || def.name == "findAll") return Type::List(Type::String());
-    if (def.name == "lists.range") return Type::List(Type::Int());
-    if (def.name == "format.named") return Type::Optional(Type::Format());
-    if (def.name == "validate") return Type::Optional(Type::List(Type::String()));
-    if (def.name == "getQuery") return Type::Map(Type::String(), Type::List(Type::String()));
+    // A result with parameters, as the overloads declare it (split: list(string)): cel-go's
+    // checker knows the element types, and they decide overload resolution, hence costs.
+    if (const Type* declared = FindDeclaredResult(def.name))
+      return *declared;
     if (def.name == "type" && args.size() == 1) return Type::TypeOf(args[0].type);
-    if (def.result != Type::Kind::kDyn) {
-      switch (def.result) {
-        case Type::Kind::kBool: return Type::Bool();
-        case Type::Kind::kInt: return Type::Int();
-        case Type::Kind::kUint: return Type::Uint();
-        case Type::Kind::kDouble: return Type::Double();
-        case Type::Kind::kString: return Type::String();
-        case Type::Kind::kBytes: return Type::Bytes();
-        case Type::Kind::kType: return Type::TypeType();
-        case Type::Kind::kQuantity: return Type::Quantity();
-        case Type::Kind::kTimestamp: return Type::Timestamp();
-        case Type::Kind::kDuration: return Type::Duration();
-        case Type::Kind::kSemver: return Type::Semver();
-        case Type::Kind::kIP: return Type::IP();
-        case Type::Kind::kCIDR: return Type::CIDR();
-        case Type::Kind::kFormat: return Type::Format();
-        case Type::Kind::kURL: return Type::URL();
-        case Type::Kind::kList: return Type::List(Type::Dyn());
-        case Type::Kind::kMap: return Type::Map(Type::Dyn(), Type::Dyn());
-        default: return Type::Dyn();
-      }
-    }
+    if (def.result != Type::Kind::kDyn)
+      return TypeOfKind(def.result);
     const std::string_view n = def.name;
     if (args.empty()) return Type::Dyn();
     const Type& a = args[0].type;

@@ -157,201 +157,265 @@ struct Tally {
   int syntax_texts_agree = 0;   // ... and devlet's text is the same
 };
 
-void RunDifferential(int random, int seed, bool with_corpus, Known* known,
-                     const std::string& corpus = CELDIFF_CORPUS, bool verbose = false,
-                     int mutations = 0) {
+// RunOracle runs celdiff-oracle eval and returns its JSON lines: the devices first, then one line
+// per expression with Kubernetes' outcome on each device.
+absl::StatusOr<std::vector<json>> RunOracle(int random, int seed, bool with_corpus,
+                                            const std::string& corpus, int mutations) {
   std::string command = std::string(CELDIFF_ORACLE) + " eval -corpus '" + corpus +
                         "' -random " + std::to_string(random) + " -seed " + std::to_string(seed) +
                         (with_corpus ? "" : " -selectors=false");
   if (mutations > 0) {
     command += " -mutate " + std::to_string(mutations) + " -mutate-from '" CELDIFF_SEEDS "'";
   }
-  absl::StatusOr<std::string> output = RunCommand(command);
-  ASSERT_TRUE(output.ok()) << output.status();
-
+  DEVLET_ASSIGN_OR_RETURN(std::string output, RunCommand(command));
   std::vector<json> lines;
   size_t start = 0;
-  while (start < output->size()) {
-    size_t end = output->find('\n', start);
-    if (end == std::string::npos) end = output->size();
-    if (end > start) lines.push_back(json::parse(output->substr(start, end - start)));
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) {
+      end = output.size();
+    }
+    if (end > start) {
+      lines.push_back(json::parse(output.substr(start, end - start)));
+    }
     start = end + 1;
   }
-  ASSERT_FALSE(lines.empty());
-  absl::StatusOr<std::vector<Device>> devices = BuildDevices(lines[0].at("devices"));
-  ASSERT_TRUE(devices.ok()) << devices.status();
+  return lines;
+}
 
-  std::map<std::string, Tally> tallies;  // "corpus" / "random" / "syntax" / "mutation"
-  int reported = 0;
-  // CELDIFF_DUMP=FILE appends every disagreement to FILE (a starting point for the known list).
-  const char* dump_path = std::getenv("CELDIFF_DUMP");
-  FILE* dump = dump_path != nullptr ? fopen(dump_path, "a") : nullptr;
-  auto report = [&reported, dump](const std::string& text) {
-    if (dump != nullptr) fprintf(dump, "%s\n", text.c_str());
-    if (++reported <= 60) ADD_FAILURE() << text;
-  };
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const json& line = lines[i];
+std::string OneLine(std::string text) {
+  for (size_t pos = 0; (pos = text.find('\n', pos)) != std::string::npos;) {
+    text.replace(pos, 1, "\\n");
+  }
+  return text;
+}
+
+// Differential compares the oracle's lines with the engine, one expression at a time, and counts
+// the outcomes per source kind ("corpus", "random", "syntax", "mutation").
+class Differential {
+ public:
+  Differential(Known* known, bool verbose) : known_(known), verbose_(verbose) {
+    // CELDIFF_DUMP=FILE appends every disagreement to FILE (a starting point for the known list).
+    const char* dump_path = std::getenv("CELDIFF_DUMP");
+    dump_ = dump_path != nullptr ? fopen(dump_path, "a") : nullptr;
+  }
+
+  ~Differential() {
+    if (dump_ != nullptr) {
+      fclose(dump_);
+    }
+    if (reported_ > 60) {
+      ADD_FAILURE() << (reported_ - 60) << " more disagreements not shown";
+    }
+  }
+
+  // Expression compares one oracle line: compile outcome or error text, estimated cost, and the
+  // result and cost on every device.
+  void Expression(const json& line, const std::string& kind, const std::vector<Device>& devices) {
     const std::string expr = line.at("expr").get<std::string>();
-    const std::string source = line.at("source").get<std::string>();
-    std::string kind = source.substr(0, source.find(':'));
-    if (kind == "corpus" && corpus == CELDIFF_SYNTAX) kind = "syntax";
-    Tally& t = tallies[kind];
+    Tally& t = tallies_[kind];
     ++t.expressions;
     absl::StatusOr<Program> program = dra::CompileSelector(expr);
-    const bool go_compiles = !line.contains("compileError");
-    if (!go_compiles) ++t.compile_errors;
-    auto known_it = known->reason_by_expr.find(expr);
-    const bool is_known = known_it != known->reason_by_expr.end();
-    if (is_known) known->disagreed.try_emplace(expr, false);
-    if (go_compiles != program.ok()) {
-      if (is_known) {
-        known->disagreed[expr] = true;
-        ++t.known;
-        continue;
-      }
-      ++t.disagreements;
-      report(source + ": `" + expr + "`: compile outcome differs: kubernetes " +
-             (go_compiles ? "compiles" : "fails: " + line.at("compileError").get<std::string>()) +
-             "; devlet " + (program.ok() ? "compiles" : "fails: " + Message(program.status())));
-      continue;
+    const bool is_known = known_->reason_by_expr.count(expr) > 0;
+    if (is_known) {
+      known_->disagreed.try_emplace(expr, false);
     }
-    if (!go_compiles) {
-      // Kubernetes shows this text to the user (claim validation): it must be the same.
-      const std::string want = line.at("compileError").get<std::string>();
-      const bool syntax = want.find("Syntax error: ") != std::string::npos;
-      t.syntax_errors += syntax;
-      t.syntax_texts_agree += syntax && want == Message(program.status());
-      if (want != Message(program.status())) {
-        ++t.compile_message_differences;
-        if (is_known) {
-          known->disagreed[expr] = true;
-          ++t.known;
-        } else {
-          ++t.disagreements;
-          report(source + ": `" + expr + "`: compile error text differs:\nkubernetes: " + want +
-                 "\ndevlet:     " + Message(program.status()));
-        }
-        if (dump != nullptr) {
-          auto one_line = [](std::string text) {
-            for (size_t pos = 0; (pos = text.find('\n', pos)) != std::string::npos;) {
-              text.replace(pos, 1, "\\n");
-            }
-            return text;
-          };
-          fprintf(dump, "compile error text: %s\n  kubernetes: %s\n  devlet:     %s\n",
-                  expr.c_str(), one_line(want).c_str(),
-                  one_line(Message(program.status())).c_str());
-        }
-      }
-      continue;
+    if (!CompileAgrees(line, expr, program, is_known, t) || !program.ok()) {
+      return;
     }
     // The estimated maximum cost decides whether the API server accepts the selector: it must be
     // Kubernetes' number (the oracle omits it when it is 0).
     const uint64_t want_estimate = line.value("maxCost", uint64_t{0});
     if (want_estimate != program->estimated_cost().max) {
       ++t.estimate_differences;
-      if (is_known) {
-        known->disagreed[expr] = true;
-        ++t.known;
-      } else {
-        ++t.disagreements;
-        report(source + ": `" + expr + "`: estimated cost differs: kubernetes " +
-               std::to_string(want_estimate) + ", devlet " +
-               std::to_string(program->estimated_cost().max));
-      }
+      Disagree(t, expr, is_known,
+               Source(line) + ": `" + expr + "`: estimated cost differs: kubernetes " +
+                   std::to_string(want_estimate) + ", devlet " +
+                   std::to_string(program->estimated_cost().max));
     }
     const json& results = line.at("results");
-    for (size_t d = 0; d < devices->size(); ++d) {
-      const json& want = results.at(d);
-      const Device& device = (*devices)[d];
-      ++t.evaluations;
-      uint64_t cost = 0;
-      absl::StatusOr<bool> got = dra::Match(*program, *device.view, {}, &cost);
-      std::string want_text;
-      bool agree;
-      if (want.contains("error")) {
-        ++t.errors;
-        want_text = "error: " + want.at("error").get<std::string>();
-        agree = !got.ok();
-        // Kubernetes reports the text with the pod (devlet may add context around it).
-        if (agree && Message(got.status()).find(want.at("error").get<std::string>()) ==
-                         std::string::npos) {
-          agree = false;
-          want_text += " (devlet's text differs)";
-          ++t.message_differences;
-          if (dump != nullptr) {
-            fprintf(dump, "runtime error text: %s on %s\n  kubernetes: %s\n  devlet:     %s\n",
-                    expr.c_str(), device.name.c_str(), want.at("error").get<std::string>().c_str(),
-                    Message(got.status()).c_str());
-          }
-        }
-      } else {
-        bool match = want.at("match").get<bool>();
-        ++(match ? t.matches : t.non_matches);
-        want_text = match ? "true" : "false";
-        agree = got.ok() && *got == match;
-      }
-      // A runtime-cost difference is a disagreement too (CELDIFF_LENIENT_COST=1: reported only).
-      static const bool strict_cost = std::getenv("CELDIFF_LENIENT_COST") == nullptr;
-      bool cost_agrees = !want.contains("cost") || want.at("cost").get<uint64_t>() == cost;
-      if (line.value("orderDependent", false)) {
-        ++t.order_dependent_costs;
-        cost_agrees = true;
-      }
-      if (want.contains("error") && want.at("error").get<std::string>().find(
-                                        "internal error: interface conversion") != std::string::npos) {
-        ++t.tracker_panics;  // mirrored by the engine, costs included
-      }
-      if (agree && strict_cost && !cost_agrees) {
-        agree = false;
-        want_text += " (cost " + std::to_string(want.at("cost").get<uint64_t>()) +
-                     (want.contains("costMax")
-                          ? " in [" + std::to_string(want.at("costMin").get<uint64_t>()) + ", " +
-                                std::to_string(want.at("costMax").get<uint64_t>()) + "]"
-                          : std::string()) +
-                     ", devlet " + std::to_string(cost) + ")";
-      }
-      if (agree && !cost_agrees) {
-        if (++t.cost_differences <= 5) {
-          std::printf("cost differs: %s on %s: kubernetes %llu, devlet %llu\n", expr.c_str(),
-                      device.name.c_str(),
-                      static_cast<unsigned long long>(want.at("cost").get<uint64_t>()),
-                      static_cast<unsigned long long>(cost));
-        }
-      }
-      if (verbose) {
-        std::printf("%s on %s: kubernetes %s cost %llu (estimate %llu); devlet %s cost %llu (estimate %llu)\n",
-                    expr.c_str(), device.name.c_str(), want_text.c_str(),
-                    static_cast<unsigned long long>(want.value("cost", uint64_t{0})),
-                    static_cast<unsigned long long>(line.value("maxCost", uint64_t{0})),
-                    got.ok() ? (*got ? "true" : "false") : Message(got.status()).c_str(),
-                    static_cast<unsigned long long>(cost),
-                    static_cast<unsigned long long>(program->estimated_cost().max));
-      }
-      if (!agree && is_known) {
-        known->disagreed[expr] = true;
-        ++t.known;
-      } else if (!agree) {
-        ++t.disagreements;
-        report(source + ": `" + expr + "` on " + device.name + ": kubernetes " + want_text +
-               "; devlet " + (got.ok() ? (*got ? "true" : "false") : "error: " + Message(got.status())));
-      }
+    for (size_t d = 0; d < devices.size(); ++d) {
+      Evaluation(line, expr, *program, results.at(d), devices[d], is_known, t);
     }
   }
-  for (const auto& [kind, t] : tallies) {
-    std::printf(
-        "celdiff %-6s: %d expressions (%d fail to compile), %d evaluations (%d match, %d no "
-        "match, %d error): %d disagreements, %d known; costs: %d order-dependent (not compared), %d "
-        "tracker panics, %d differ (lenient); %d estimated costs, %d compile error texts, %d "
-        "runtime error texts differ; %d syntax errors, %d texts equal\n",
-        kind.c_str(), t.expressions, t.compile_errors, t.evaluations, t.matches, t.non_matches,
-        t.errors, t.disagreements, t.known, t.order_dependent_costs, t.tracker_panics,
-        t.cost_differences, t.estimate_differences, t.compile_message_differences,
-        t.message_differences, t.syntax_errors, t.syntax_texts_agree);
+
+  void Print() const {
+    for (const auto& [kind, t] : tallies_) {
+      std::printf(
+          "celdiff %-6s: %d expressions (%d fail to compile), %d evaluations (%d match, %d no "
+          "match, %d error): %d disagreements, %d known; costs: %d order-dependent (not "
+          "compared), %d tracker panics, %d differ (lenient); %d estimated costs, %d compile "
+          "error texts, %d runtime error texts differ; %d syntax errors, %d texts equal\n",
+          kind.c_str(), t.expressions, t.compile_errors, t.evaluations, t.matches, t.non_matches,
+          t.errors, t.disagreements, t.known, t.order_dependent_costs, t.tracker_panics,
+          t.cost_differences, t.estimate_differences, t.compile_message_differences,
+          t.message_differences, t.syntax_errors, t.syntax_texts_agree);
+    }
   }
-  if (dump != nullptr) fclose(dump);
-  if (reported > 60) ADD_FAILURE() << (reported - 60) << " more disagreements not shown";
+
+ private:
+  static std::string Source(const json& line) { return line.at("source").get<std::string>(); }
+
+  void Report(const std::string& text) {
+    if (dump_ != nullptr) {
+      fprintf(dump_, "%s\n", text.c_str());
+    }
+    if (++reported_ <= 60) {
+      ADD_FAILURE() << text;
+    }
+  }
+
+  // A disagreement: tolerated (counted as known) for a listed expression, reported otherwise.
+  void Disagree(Tally& t, const std::string& expr, bool is_known, const std::string& text) {
+    if (is_known) {
+      known_->disagreed[expr] = true;
+      ++t.known;
+    } else {
+      ++t.disagreements;
+      Report(text);
+    }
+  }
+
+  // CompileAgrees compares whether the expression compiles and, when it does not, the error text
+  // (Kubernetes shows it to the user at claim validation: it must be the same).
+  bool CompileAgrees(const json& line, const std::string& expr,
+                     const absl::StatusOr<Program>& program, bool is_known, Tally& t) {
+    const bool go_compiles = !line.contains("compileError");
+    if (!go_compiles) {
+      ++t.compile_errors;
+    }
+    if (go_compiles != program.ok()) {
+      Disagree(
+          t, expr, is_known,
+          Source(line) + ": `" + expr + "`: compile outcome differs: kubernetes " +
+              (go_compiles ? "compiles" : "fails: " + line.at("compileError").get<std::string>()) +
+              "; devlet " + (program.ok() ? "compiles" : "fails: " + Message(program.status())));
+      return false;
+    }
+    if (go_compiles) {
+      return true;
+    }
+    const std::string want = line.at("compileError").get<std::string>();
+    const bool syntax = want.find("Syntax error: ") != std::string::npos;
+    t.syntax_errors += syntax;
+    t.syntax_texts_agree += syntax && want == Message(program.status());
+    if (want != Message(program.status())) {
+      ++t.compile_message_differences;
+      Disagree(t, expr, is_known,
+               Source(line) + ": `" + expr + "`: compile error text differs:\nkubernetes: " + want +
+                   "\ndevlet:     " + Message(program.status()));
+      if (dump_ != nullptr) {
+        fprintf(dump_, "compile error text: %s\n  kubernetes: %s\n  devlet:     %s\n", expr.c_str(),
+                OneLine(want).c_str(), OneLine(Message(program.status())).c_str());
+      }
+    }
+    return true;
+  }
+
+  // Evaluation compares the result (or error text) and the runtime cost on one device.
+  void Evaluation(const json& line, const std::string& expr, const Program& program,
+                  const json& want, const Device& device, bool is_known, Tally& t) {
+    ++t.evaluations;
+    uint64_t cost = 0;
+    absl::StatusOr<bool> got = dra::Match(program, *device.view, {}, &cost);
+    std::string want_text;
+    bool agree;
+    if (want.contains("error")) {
+      ++t.errors;
+      want_text = "error: " + want.at("error").get<std::string>();
+      agree = !got.ok();
+      // Kubernetes reports the text with the pod (devlet may add context around it).
+      if (agree &&
+          Message(got.status()).find(want.at("error").get<std::string>()) == std::string::npos) {
+        agree = false;
+        want_text += " (devlet's text differs)";
+        ++t.message_differences;
+        if (dump_ != nullptr) {
+          fprintf(dump_, "runtime error text: %s on %s\n  kubernetes: %s\n  devlet:     %s\n",
+                  expr.c_str(), device.name.c_str(), want.at("error").get<std::string>().c_str(),
+                  Message(got.status()).c_str());
+        }
+      }
+    } else {
+      bool match = want.at("match").get<bool>();
+      ++(match ? t.matches : t.non_matches);
+      want_text = match ? "true" : "false";
+      agree = got.ok() && *got == match;
+    }
+    // A runtime-cost difference is a disagreement too (CELDIFF_LENIENT_COST=1: reported only).
+    static const bool strict_cost = std::getenv("CELDIFF_LENIENT_COST") == nullptr;
+    bool cost_agrees = !want.contains("cost") || want.at("cost").get<uint64_t>() == cost;
+    if (line.value("orderDependent", false)) {
+      ++t.order_dependent_costs;
+      cost_agrees = true;
+    }
+    if (want.contains("error") &&
+        want.at("error").get<std::string>().find("internal error: interface conversion") !=
+            std::string::npos) {
+      ++t.tracker_panics;  // mirrored by the engine, costs included
+    }
+    if (agree && strict_cost && !cost_agrees) {
+      agree = false;
+      want_text += " (cost " + std::to_string(want.at("cost").get<uint64_t>()) +
+                   (want.contains("costMax")
+                        ? " in [" + std::to_string(want.at("costMin").get<uint64_t>()) + ", " +
+                              std::to_string(want.at("costMax").get<uint64_t>()) + "]"
+                        : std::string()) +
+                   ", devlet " + std::to_string(cost) + ")";
+    }
+    if (agree && !cost_agrees) {
+      if (++t.cost_differences <= 5) {
+        std::printf("cost differs: %s on %s: kubernetes %llu, devlet %llu\n", expr.c_str(),
+                    device.name.c_str(),
+                    static_cast<unsigned long long>(want.at("cost").get<uint64_t>()),
+                    static_cast<unsigned long long>(cost));
+      }
+    }
+    if (verbose_) {
+      std::printf(
+          "%s on %s: kubernetes %s cost %llu (estimate %llu); devlet %s cost %llu (estimate "
+          "%llu)\n",
+          expr.c_str(), device.name.c_str(), want_text.c_str(),
+          static_cast<unsigned long long>(want.value("cost", uint64_t{0})),
+          static_cast<unsigned long long>(line.value("maxCost", uint64_t{0})),
+          got.ok() ? (*got ? "true" : "false") : Message(got.status()).c_str(),
+          static_cast<unsigned long long>(cost),
+          static_cast<unsigned long long>(program.estimated_cost().max));
+    }
+    if (!agree) {
+      Disagree(t, expr, is_known,
+               Source(line) + ": `" + expr + "` on " + device.name + ": kubernetes " + want_text +
+                   "; devlet " +
+                   (got.ok() ? (*got ? "true" : "false") : "error: " + Message(got.status())));
+    }
+  }
+
+  Known* known_;
+  bool verbose_;
+  FILE* dump_ = nullptr;
+  int reported_ = 0;
+  std::map<std::string, Tally> tallies_;
+};
+
+void RunDifferential(int random, int seed, bool with_corpus, Known* known,
+                     const std::string& corpus = CELDIFF_CORPUS, bool verbose = false,
+                     int mutations = 0) {
+  absl::StatusOr<std::vector<json>> lines = RunOracle(random, seed, with_corpus, corpus, mutations);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  ASSERT_FALSE(lines->empty());
+  absl::StatusOr<std::vector<Device>> devices = BuildDevices(lines->front().at("devices"));
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  Differential differential(known, verbose);
+  for (size_t i = 1; i < lines->size(); ++i) {
+    const json& line = (*lines)[i];
+    const std::string source = line.at("source").get<std::string>();
+    std::string kind = source.substr(0, source.find(':'));
+    if (kind == "corpus" && corpus == CELDIFF_SYNTAX) {
+      kind = "syntax";
+    }
+    differential.Expression(line, kind, *devices);
+  }
+  differential.Print();
 }
 
 TEST(CelDiffTest, CorpusAndSeededRandomSelectorsAgreeWithKubernetes) {

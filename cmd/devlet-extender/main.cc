@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   int filter_timeout_ms = 5000;
   int parallelism = 0;
   bool reuse_results = true;
+  bool check_peer_allocations = false;
+  int peer_check_timeout_ms = 5000;
   double kube_api_qps = 50;
   int kube_api_burst = 100;
   devlet::extender::ServerOptions server_options;
@@ -76,6 +78,12 @@ int main(int argc, char** argv) {
   AddFlag(app, "--reuse-results", reuse_results,
           "Reuse a node's filter/prioritize outcome for pods with the same claim specs while the "
           "node's devices, pools, allocations and Node object are unchanged");
+  AddFlag(app, "--check-peer-allocations", check_peer_allocations,
+          "Allocate mode with several replicas: before binding, wait until the claim watch has "
+          "delivered this bind's writes and back off if a claim written first took one of its "
+          "devices (needs --kubeconfig)");
+  AddFlag(app, "--peer-check-timeout-ms", peer_check_timeout_ms,
+          "How long a bind waits for the watch in --check-peer-allocations; then it fails");
   AddFlag(app, "--bind-address", server_options.host,
           "Address to listen on (default loopback; in a cluster give the pod's address or "
           "0.0.0.0 together with --tls-cert-file, --tls-private-key-file and --client-ca-file)");
@@ -165,6 +173,16 @@ int main(int argc, char** argv) {
     std::cerr << "devlet-extender: --kubeconfig and --manifests exclude each other\n";
     return 2;
   }
+  // The manifest store's resourceVersions have no order: the check could never confirm a bind.
+  if (check_peer_allocations && !manifests.empty()) {
+    std::cerr << "devlet-extender: --check-peer-allocations needs the kube-apiserver, not "
+                 "--manifests\n";
+    return 2;
+  }
+  if (peer_check_timeout_ms <= 0) {
+    std::cerr << "devlet-extender: --peer-check-timeout-ms must be positive\n";
+    return 2;
+  }
 
   // One ObjectStore: the manifest directory (standalone) or the kube-apiserver.
   std::unique_ptr<devlet::kube::ObjectStore> store;
@@ -201,7 +219,9 @@ int main(int argc, char** argv) {
        .policy = *parsed_policy,
        .filter_timeout = std::chrono::milliseconds(filter_timeout_ms),
        .parallelism = parallelism,
-       .reuse_results = reuse_results});
+       .reuse_results = reuse_results,
+       .check_peer_allocations = check_peer_allocations,
+       .peer_check_timeout = std::chrono::milliseconds(peer_check_timeout_ms)});
   devlet::extender::Server server(extender, server_options);
   if (absl::Status status = server.Start(); !status.ok()) {
     logger.Error(status, "Cannot start the HTTP server");

@@ -443,6 +443,8 @@ func main() {
 	minRatio := flag.Float64("min-ratio", 0, "--throughput: fail when the extender's pods/s is "+
 		"below this share of the in-tree plugin's")
 	timeout := flag.Duration("timeout", 10*time.Minute, "--throughput: limit per run")
+	peerCheck := flag.String("peer-check", "auto", "--throughput: devlet-extender "+
+		"--check-peer-allocations: on, off, or auto (on with --replicas)")
 	flag.Parse()
 	if *throughput && *extenderPath != "" {
 		self, err := os.Executable()
@@ -452,7 +454,7 @@ func main() {
 		os.Exit(runThroughput(self, *extenderPath, *keep, tpOptions{nodes: *nodes,
 			initClaims: *initClaims, pods: *pods, workloads: strings.Split(*workloads, ","),
 			sides: strings.Split(*sides, ","), replicas: *replicas, minRatio: *minRatio,
-			timeout: *timeout}))
+			timeout: *timeout, peerCheck: *peerCheck == "on" || (*peerCheck == "auto" && *replicas)}))
 	}
 	if *extenderPath == "" || (*mode != "score" && *mode != "allocate") {
 		fail("usage: scheduler-e2e --extender PATH --mode score|allocate [--keep DIR] [--record DIR]")

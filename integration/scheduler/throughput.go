@@ -24,7 +24,9 @@ package main
 // --replicas: the extender side runs two devlet-extender processes behind one address (the
 // proxy forwards each request to the next live replica, as a Service forgets an endpoint whose
 // process is gone) and kills the first replica (SIGKILL) when a third of the pods are bound. The
-// run must still bind every pod without allocating a device twice.
+// run must still bind every pod without allocating a device twice. The replicas run with
+// --check-peer-allocations (--peer-check off shows what happens without it: a device allocated
+// twice within the watches' lag); their /metrics give the check's count, refusals and time.
 
 import (
 	"context"
@@ -71,6 +73,7 @@ type tpOptions struct {
 	nodes, initClaims, pods int
 	workloads, sides        []string
 	replicas                bool
+	peerCheck               bool // devlet-extender --check-peer-allocations
 	minRatio                float64
 	timeout                 time.Duration
 }
@@ -88,6 +91,10 @@ type tpResult struct {
 	ExtenderPrioritize int     `json:",omitempty"`
 	ExtenderBind       int     `json:",omitempty"`
 	ExtenderErrors     int     `json:",omitempty"`
+	// --check-peer-allocations, summed over the replicas alive at the end (/metrics).
+	PeerChecks    int     `json:",omitempty"`
+	PeerConflicts int     `json:",omitempty"`
+	PeerCheckMs   float64 `json:",omitempty"` // mean wait-and-check time per checked bind
 }
 
 // ---- CPU ----------------------------------------------------------------------------------------
@@ -449,6 +456,7 @@ func (t *tpEnv) runSide(o tpOptions, workload, side string, run int) (*tpResult,
 
 	// The scheduler (and the extender) of this side.
 	var extenders []*child
+	var targets []string
 	var bal *balancer
 	schedMode := "intree"
 	if side == "extender" {
@@ -457,7 +465,6 @@ func (t *tpEnv) runSide(o tpOptions, workload, side string, run int) (*tpResult,
 		if o.replicas {
 			n = 2
 		}
-		var targets []string
 		for r := 0; r < n; r++ {
 			extPort := freePort()
 			url := "http://127.0.0.1:" + strconv.Itoa(extPort)
@@ -465,7 +472,8 @@ func (t *tpEnv) runSide(o tpOptions, workload, side string, run int) (*tpResult,
 				log: filepath.Join(t.dir, fmt.Sprintf("devlet-extender-%d.log", r)),
 				args: []string{t.extenderPath, "--kubeconfig", e.kubeconfig, "--mode", "allocate",
 					"--bind-address", "127.0.0.1", "--port", strconv.Itoa(extPort),
-					"--url-prefix", "/devlet", "--kube-api-qps", "5000", "--kube-api-burst", "5000"}}
+					"--url-prefix", "/devlet", "--kube-api-qps", "5000", "--kube-api-burst", "5000",
+					"--check-peer-allocations=" + strconv.FormatBool(o.peerCheck)}}
 			c.start()
 			extenders = append(extenders, c)
 			targets = append(targets, url)
@@ -605,10 +613,44 @@ func (t *tpEnv) runSide(o tpOptions, workload, side string, run int) (*tpResult,
 		res.ExtenderBind, res.ExtenderErrors = bal.counts["bind"], bal.errors
 		bal.mu.Unlock()
 	}
+	var peerSeconds float64
+	for r, url := range targets {
+		if killed && r == 0 {
+			continue
+		}
+		m := scrapeMetrics(url + "/metrics")
+		res.PeerChecks += int(m["devlet_extender_peer_checks_total"])
+		res.PeerConflicts += int(m["devlet_extender_peer_conflicts_total"])
+		peerSeconds += m["devlet_extender_peer_check_seconds_total"]
+	}
+	if res.PeerChecks > 0 {
+		res.PeerCheckMs = peerSeconds * 1000 / float64(res.PeerChecks)
+	}
 	if err := checkPerfClaims(ctx, cs, o.pods); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// scrapeMetrics reads a Prometheus text page's unlabelled samples (empty on any error).
+func scrapeMetrics(url string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(url)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 2 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[1], 64); err == nil {
+			out[fields[0]] = v
+		}
+	}
+	return out
 }
 
 func percentile(sorted []float64, q float64) float64 {
@@ -750,6 +792,10 @@ func runThroughput(self, extenderPath, keep string, o tpOptions) int {
 				continue
 			}
 			logf("PASS %s/%s: %.1f pods/s", w, side, res.PodsPerSecond)
+			if res.PeerChecks > 0 {
+				logf("  peer check: %d binds checked, %d refused, %.2f ms each (mean)",
+					res.PeerChecks, res.PeerConflicts, res.PeerCheckMs)
+			}
 			results = append(results, res)
 		}
 	}

@@ -911,6 +911,9 @@ absl::StatusOr<BindArgs> ParseBindArgs(std::string_view body) {
 struct Reservation {
   PodClaims claims;
   std::vector<kube::AllocationResult> results;
+  // ClusterState::allocation_sequence_locked() of the state the search saw: claims allocated
+  // after it are what a peer check looks at.
+  uint64_t allocation_sequence = 0;
 };
 
 // Reserve allocates the pod's pending claims on the chosen node, then holds the devices. The
@@ -948,6 +951,7 @@ absl::StatusOr<Reservation> Reserve(ClusterState& state, const Options& options,
       snapshot = state.snapshot_shared_locked();
       allocated = state.allocated_locked();
       version = state.node_version_locked(node_name);
+      out.allocation_sequence = state.allocation_sequence_locked();
     }
     allocator::AllocateOutcome found = allocator::Allocate(
         *snapshot, *node, Pointers(out.claims.pending), allocated, allocate_options);
@@ -1016,7 +1020,10 @@ class ClaimWrites {
       absl::StatusOr<kube::ResourceClaim> written = writer_.UpdateClaimStatus(claim);
       if (written.ok()) {
         absl::Status applied = state_.Apply(*written);
-        if (applied.ok()) written_.emplace_back(before, allocation.has_value());
+        if (applied.ok()) {
+          written_.push_back({before, allocation.has_value(), !reserved});
+          versions_.push_back(written->metadata.resource_version);
+        }
         return applied;
       }
       if (written.status().code() != absl::StatusCode::kAborted) return written.status();
@@ -1032,14 +1039,19 @@ class ClaimWrites {
   // Undo takes our allocation and reservation back out of every claim written so far (best
   // effort, re-reading on conflict).
   void Undo() {
-    for (const auto& [done, allocated_by_us] : written_) {
+    for (const auto& [done, allocated_by_us, reserved_by_us] : written_) {
       for (int attempt = 0; attempt <= options_.bind_retries; ++attempt) {
         absl::StatusOr<kube::ResourceClaim> current =
             writer_.GetClaim(done.metadata.namespace_, done.metadata.name);
         if (!current.ok()) break;
         if (allocated_by_us) current->status.allocation.reset();
-        std::erase_if(current->status.reserved_for,
-                      [&](const auto& r) { return r.uid == consumer_.uid; });
+        // A reservation that was there before us (a retried bind of the same pod) stays, unless
+        // the allocation goes (the API server refuses a reservation without one): without it the
+        // claim controller would deallocate a claim the bound pod uses.
+        if (reserved_by_us || allocated_by_us) {
+          std::erase_if(current->status.reserved_for,
+                        [&](const auto& r) { return r.uid == consumer_.uid; });
+        }
         absl::StatusOr<kube::ResourceClaim> reverted = writer_.UpdateClaimStatus(*current);
         if (reverted.ok()) {
           (void)state_.Apply(*reverted);
@@ -1049,6 +1061,21 @@ class ClaimWrites {
       }
     }
     written_.clear();
+    versions_.clear();
+  }
+
+  // The resourceVersions our writes returned.
+  const std::vector<std::string>& versions() const { return versions_; }
+
+  // TakeBack makes Undo also clear the allocation of a claim we only reserved (see CheckPeers),
+  // provided no consumer but ours had reserved it.
+  void TakeBack(const std::string& uid) {
+    for (auto& write : written_) {
+      if (write.claim.metadata.uid != uid) continue;
+      bool others = false;
+      for (const auto& r : write.claim.status.reserved_for) others |= r.uid != consumer_.uid;
+      if (!others) write.allocated_by_us = true;
+    }
   }
 
  private:
@@ -1057,8 +1084,73 @@ class ClaimWrites {
   const Options& options_;
   Counters& counters_;
   const kube::ResourceClaimConsumerReference consumer_;
-  std::vector<std::pair<kube::ResourceClaim, bool>> written_;  // claim, we allocated it
+  struct Written {
+    kube::ResourceClaim claim;  // as it was before our write
+    bool allocated_by_us = false;
+    bool reserved_by_us = false;
+  };
+  std::vector<Written> written_;
+  std::vector<std::string> versions_;
 };
+
+// CheckPeers is Options::check_peer_allocations: once the claim watch has delivered every claim
+// change up to our writes, a claim that uses one of our devices and whose allocation the search
+// did not see was written before ours (watch order is etcd order) by another replica: it keeps,
+// we back off. Ours, written first, is what a later writer finds when it checks.
+// A claim the pod found allocated may hold an allocation nobody checked (its writer died between
+// writing and checking): if another claim uses one of its devices, the bind fails, and the
+// allocation is taken back when only this pod had reserved the claim; the other claim's pod, if
+// equally unchecked, does the same, so at worst both are allocated again, never both kept.
+absl::Status CheckPeers(const ClusterState& state, ClusterWriter& writer, const Options& options,
+                        Counters& counters, const kube::Pod& pod, const Reservation& reservation,
+                        ClaimWrites& writes) {
+  if (writes.versions().empty()) return absl::OkStatus();
+  const auto start = Clock::now();
+  ++counters.peer_checks;
+  absl::Status status = absl::OkStatus();
+  for (const std::string& version : writes.versions()) {
+    if (!state.WaitClaimsObserved(version, start + options.peer_check_timeout)) {
+      status = absl::UnavailableError(
+          "the ResourceClaim watch did not deliver our allocation (resourceVersion " + version +
+          ") within " + std::to_string(options.peer_check_timeout.count()) +
+          " ms: cannot rule out another replica's allocation of the same devices");
+      break;
+    }
+  }
+  if (status.ok()) {
+    std::shared_lock lock(state.mutex());
+    for (size_t i = 0; i < reservation.results.size() && status.ok(); ++i) {
+      const kube::ResourceClaim& claim = reservation.claims.pending[i];
+      std::string conflict = state.PeerConflictLocked(claim.metadata.uid, reservation.results[i],
+                                                      reservation.allocation_sequence);
+      if (!conflict.empty()) {
+        status = absl::AbortedError("ResourceClaim \"" +
+                                    Key(claim.metadata.namespace_, claim.metadata.name) + "\": " +
+                                    conflict + ", written before ours: backing off");
+      }
+    }
+    for (size_t i = 0; i < reservation.claims.allocated.size() && status.ok(); ++i) {
+      const kube::ResourceClaim& claim = reservation.claims.allocated[i];
+      if (!claim.status.allocation) continue;
+      std::string conflict =
+          state.PeerConflictLocked(claim.metadata.uid, *claim.status.allocation, 0);
+      if (!conflict.empty()) {
+        // Unless an earlier bind of this pod (its reply lost, the call retried) completed: the
+        // claim is in use then, and that bind's own check let it keep the device.
+        absl::StatusOr<kube::Pod> current =
+            writer.GetPod(pod.metadata.namespace_, pod.metadata.name);
+        if (current.ok() && current->spec.node_name.empty()) writes.TakeBack(claim.metadata.uid);
+        status = absl::AbortedError(
+            "ResourceClaim \"" + Key(claim.metadata.namespace_, claim.metadata.name) +
+            "\" was allocated already, but " + conflict + ": backing off");
+      }
+    }
+  }
+  if (!status.ok()) ++counters.peer_conflicts;
+  counters.peer_check_micros_total +=
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  return status;
+}
 
 // WriteClaims writes the reservation into the cluster: the pending claims get their allocation
 // (the synthesized extended-resource claim is created first, its hold moved to the created
@@ -1146,6 +1238,9 @@ std::string Extender::Bind(std::string_view body) {
   consumer.uid = pod->metadata.uid;
   ClaimWrites writes(state_, writer_, options_, counters_, std::move(consumer));
   absl::Status status = WriteClaims(state_, writer_, *pod, *reservation, writes);
+  if (status.ok() && options_.check_peer_allocations) {
+    status = CheckPeers(state_, writer_, options_, counters_, *pod, *reservation, writes);
+  }
   if (status.ok()) {
     status = writer_.BindPod(args->ns, args->name, args->uid, args->node);
     if (!status.ok())

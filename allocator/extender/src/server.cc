@@ -867,6 +867,14 @@ std::string MetricsText(const Extender& extender) {
          count(c.bad_requests));
   metric("devlet_extender_claim_conflicts_total", "counter",
          "ResourceClaim status updates that hit a resourceVersion conflict.", count(c.conflicts));
+  metric("devlet_extender_peer_checks_total", "counter",
+         "Binds that waited for the claim watch to rule out another replica's allocation.",
+         count(c.peer_checks));
+  metric("devlet_extender_peer_conflicts_total", "counter",
+         "Binds refused by that check (a device taken first elsewhere, or no watch in time).",
+         count(c.peer_conflicts));
+  metric("devlet_extender_peer_check_seconds_total", "counter", "Time spent in that check.",
+         count(c.peer_check_micros_total) / 1e6);
   metric("devlet_extender_filter_seconds_total", "counter", "Time spent in filter.",
          count(c.filter_micros_total) / 1e6);
   metric("devlet_extender_prioritize_seconds_total", "counter", "Time spent in prioritize.",

@@ -1,8 +1,10 @@
 // ClusterState and MemoryWriter.
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <shared_mutex>
 #include <string>
@@ -20,6 +22,19 @@ std::string Key(const kube::ObjectMeta& meta) {
 
 std::string Key(std::string_view ns, std::string_view name) {
   return ns.empty() ? std::string(name) : std::string(ns) + "/" + std::string(name);
+}
+
+// ParseVersion reads a resourceVersion as the API server writes them (etcd revisions: decimal).
+std::optional<uint64_t> ParseVersion(std::string_view text) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+// UsesDevice: whether an allocation result takes its device (admin access takes nothing).
+bool UsesDevice(const kube::DeviceRequestAllocationResult& result) {
+  return !result.admin_access.value_or(false);
 }
 
 }  // namespace
@@ -250,19 +265,34 @@ const std::set<std::string>* ClusterState::node_allocatable_locked(const std::st
 
 absl::Status ClusterState::ApplyClaimLocked(const kube::ResourceClaim& claim) {
   const std::string key = Key(claim.metadata);
+  auto old = claims_.find(key);
+  if (old != claims_.end() && old->second.metadata.uid == claim.metadata.uid) {
+    // Bind applies its own writes at once; the watch's older event of the same claim, arriving
+    // after, must not take the allocation back out (its device would look free until the watch
+    // caught up).
+    std::optional<uint64_t> have = ParseVersion(old->second.metadata.resource_version);
+    std::optional<uint64_t> got = ParseVersion(claim.metadata.resource_version);
+    if (have && got && *got < *have) return absl::OkStatus();
+  }
+  bool allocation_changed = false;
   if (claim.status.allocation) {
     DEVLET_RETURN_IF_ERROR(WithContext(allocated_.Add(*claim.status.allocation),
                                        "ResourceClaim \"" + key + "\": status.allocation"));
     // Unchanged allocations (a reservedFor update) leave the versions alone.
-    auto old = claims_.find(key);
-    if (old == claims_.end() || !old->second.status.allocation ||
-        !(*old->second.status.allocation == *claim.status.allocation)) {
-      BumpAllocationLocked(*claim.status.allocation);
-    }
+    allocation_changed = old == claims_.end() || !old->second.status.allocation ||
+                         !(*old->second.status.allocation == *claim.status.allocation);
+    if (allocation_changed) BumpAllocationLocked(*claim.status.allocation);
+  }
+  uint64_t sequence = 0;
+  if (auto it = allocation_sequence_of_.find(key); it != allocation_sequence_of_.end()) {
+    sequence = it->second;
   }
   DeleteClaimLocked(key);
   // The claim's own allocation replaces an allocation held for it between reservation and write.
-  if (claim.status.allocation) ReleaseLocked(claim.metadata.uid);
+  if (claim.status.allocation) {
+    ReleaseLocked(claim.metadata.uid);
+    allocation_sequence_of_[key] = allocation_changed ? ++allocation_sequence_ : sequence;
+  }
   claims_[key] = claim;
   return absl::OkStatus();
 }
@@ -274,7 +304,73 @@ void ClusterState::DeleteClaimLocked(const std::string& key) {
     (void)allocated_.Remove(*it->second.status.allocation);
     BumpAllocationLocked(*it->second.status.allocation);
   }
+  allocation_sequence_of_.erase(key);
   claims_.erase(it);
+}
+
+void ClusterState::ObserveClaimsThrough(std::string_view resource_version) {
+  std::optional<uint64_t> version = ParseVersion(resource_version);
+  if (!version) return;
+  {
+    std::lock_guard lock(observed_mu_);
+    if (*version <= observed_claims_version_) return;
+    observed_claims_version_ = *version;
+  }
+  observed_cv_.notify_all();
+}
+
+bool ClusterState::WaitClaimsObserved(std::string_view resource_version,
+                                      std::chrono::steady_clock::time_point deadline) const {
+  std::optional<uint64_t> version = ParseVersion(resource_version);
+  if (!version) return false;
+  std::unique_lock lock(observed_mu_);
+  return observed_cv_.wait_until(lock, deadline,
+                                 [&] { return observed_claims_version_ >= *version; });
+}
+
+std::string ClusterState::PeerConflictLocked(const std::string& uid,
+                                             const kube::AllocationResult& allocation,
+                                             uint64_t since) const {
+  // What `allocation` takes: devices, and the counter sets they draw on.
+  auto counter_sets = [this](const kube::DeviceRequestAllocationResult& result) {
+    std::set<std::string> out;
+    const kube::Device* device = FindDeviceLocked(result.driver, result.pool, result.device);
+    if (device == nullptr) return out;
+    for (const auto& consumption : device->consumes_counters) {
+      out.insert(result.driver + '\0' + result.pool + '\0' + consumption.counter_set);
+    }
+    return out;
+  };
+  std::set<std::string> devices;
+  std::set<std::string> counters;
+  for (const auto& result : allocation.devices.results) {
+    if (!UsesDevice(result)) continue;
+    devices.insert(result.driver + '\0' + result.pool + '\0' + result.device);
+    counters.merge(counter_sets(result));
+  }
+  if (devices.empty()) return "";
+  for (const auto& [key, sequence] : allocation_sequence_of_) {
+    if (sequence <= since) continue;
+    auto it = claims_.find(key);
+    if (it == claims_.end() || it->second.metadata.uid == uid || !it->second.status.allocation) {
+      continue;
+    }
+    for (const auto& result : it->second.status.allocation->devices.results) {
+      if (!UsesDevice(result)) continue;
+      const bool same_device =
+          devices.contains(result.driver + '\0' + result.pool + '\0' + result.device);
+      bool same_counters = false;
+      if (!same_device && !counters.empty()) {
+        for (const auto& set : counter_sets(result)) same_counters |= counters.contains(set);
+      }
+      if (same_device || same_counters) {
+        return "device " + result.driver + "/" + result.pool + "/" + result.device +
+               (same_device ? "" : " (its counters)") + " is also allocated to ResourceClaim \"" +
+               key + "\"";
+      }
+    }
+  }
+  return "";
 }
 
 absl::Status ClusterState::HoldLocked(const std::string& uid,
@@ -380,6 +476,15 @@ absl::StatusOr<kube::ResourceClaim> MemoryWriter::GetClaim(std::string_view ns,
   std::optional<kube::ResourceClaim> claim = state_.GetClaim(ns, name);
   if (!claim) return NotFound("ResourceClaim \"" + Key(ns, name) + "\" not found");
   return *claim;
+}
+
+absl::StatusOr<kube::Pod> MemoryWriter::GetPod(std::string_view ns, std::string_view name) {
+  std::optional<kube::Pod> pod = state_.GetPod(ns, name);
+  if (!pod) return NotFound("Pod \"" + Key(ns, name) + "\" not found");
+  std::lock_guard lock(mu_);
+  auto it = bindings_.find(Key(ns, name));
+  if (it != bindings_.end()) pod->spec.node_name = it->second;
+  return *pod;
 }
 
 absl::StatusOr<kube::ResourceClaim> MemoryWriter::CreateClaim(const kube::ResourceClaim& claim) {

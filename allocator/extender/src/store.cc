@@ -36,13 +36,17 @@ absl::StatusOr<std::vector<std::unique_ptr<kube::Watcher>>> StartSync(kube::Obje
   for (kube::Kind kind : kinds) {
     DEVLET_ASSIGN_OR_RETURN(
         std::unique_ptr<kube::Watcher> watcher,
-        store.Watch(kind, {}, [&state](const kube::WatchEvent& event) {
+        store.Watch(kind, {}, [&state, kind](const kube::WatchEvent& event) {
           absl::Status status = event.type == kube::WatchEvent::Type::kDeleted
                                     ? state.Delete(event.object)
                                     : state.Apply(event.object);
           if (!status.ok()) {
             log::Logger().Error(status, "Applying a watch event failed", "object",
                                 kube::Describe(event.object));
+          }
+          // After the event is applied: binds waiting to see every claim written before theirs.
+          if (kind == kube::Kind::kResourceClaim && !event.progress.empty()) {
+            state.ObserveClaimsThrough(event.progress);
           }
         }));
     watchers.push_back(std::move(watcher));
@@ -55,6 +59,10 @@ absl::StatusOr<kube::ResourceClaim> StoreWriter::GetClaim(std::string_view ns,
                                                           std::string_view name) {
   return AsClaim(store_.Get(kube::Kind::kResourceClaim,
                             kube::ObjectKey{std::string(ns), std::string(name)}));
+}
+
+absl::StatusOr<kube::Pod> StoreWriter::GetPod(std::string_view ns, std::string_view name) {
+  return kube::GetAs<kube::Pod>(store_, std::string(ns), std::string(name));
 }
 
 absl::StatusOr<kube::ResourceClaim> StoreWriter::CreateClaim(const kube::ResourceClaim& claim) {

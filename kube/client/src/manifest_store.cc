@@ -191,13 +191,13 @@ class PollingWatch final : public Watcher {
     for (const auto& [key, object] : now) {
       auto it = seen_.find(key);
       if (it == seen_.end()) {
-        callback_(WatchEvent{WatchEvent::Type::kAdded, object});
+        callback_(WatchEvent{WatchEvent::Type::kAdded, object, {}});
       } else if (MetadataOf(it->second).resource_version != MetadataOf(object).resource_version) {
-        callback_(WatchEvent{WatchEvent::Type::kModified, object});
+        callback_(WatchEvent{WatchEvent::Type::kModified, object, {}});
       }
     }
     for (const auto& [key, object] : seen_) {
-      if (!now.contains(key)) callback_(WatchEvent{WatchEvent::Type::kDeleted, object});
+      if (!now.contains(key)) callback_(WatchEvent{WatchEvent::Type::kDeleted, object, {}});
     }
     seen_ = std::move(now);
   }

@@ -296,7 +296,7 @@ class RestWatch final : public kube::Watcher {
       : store_(store), kind_(kind), options_(std::move(options)), callback_(std::move(callback)) {
     // The listed state is reported before the constructor returns, so that an ADDED event can
     // never arrive after (and undo) a write the caller makes once Watch has returned.
-    Sync(std::move(initial));
+    Sync(std::move(initial), resource_version);
     thread_ = std::thread(
         [this, rv = std::move(resource_version)]() mutable { Run(std::move(rv)); });
   }
@@ -308,18 +308,20 @@ class RestWatch final : public kube::Watcher {
   }
 
  private:
-  void Emit(WatchEvent::Type type, Object object) {
+  void Emit(WatchEvent::Type type, Object object, std::string progress) {
     if (stop_.load()) return;
-    callback_(WatchEvent{type, std::move(object)});
+    callback_(WatchEvent{type, std::move(object), std::move(progress)});
   }
 
-  // Reports the difference between what we knew and a fresh list.
-  void Sync(std::vector<Object> listed) {
+  // Reports the difference between what we knew and a fresh list taken at `list_version`; only
+  // the last event carries the list's version as its progress (the events are in name order).
+  void Sync(std::vector<Object> listed, const std::string& list_version) {
     std::map<ObjectKey, Object> fresh;
     for (Object& object : listed) fresh.emplace(KeyOf(object), std::move(object));
+    std::vector<WatchEvent> events;
     for (auto it = known_.begin(); it != known_.end();) {
       if (!fresh.contains(it->first)) {
-        Emit(WatchEvent::Type::kDeleted, std::move(it->second));
+        events.push_back(WatchEvent{WatchEvent::Type::kDeleted, std::move(it->second), {}});
         it = known_.erase(it);
       } else {
         ++it;
@@ -329,11 +331,15 @@ class RestWatch final : public kube::Watcher {
       auto it = known_.find(key);
       if (it == known_.end()) {
         known_.emplace(key, object);
-        Emit(WatchEvent::Type::kAdded, std::move(object));
+        events.push_back(WatchEvent{WatchEvent::Type::kAdded, std::move(object), {}});
       } else if (MetadataOf(it->second).resource_version != MetadataOf(object).resource_version) {
         it->second = object;
-        Emit(WatchEvent::Type::kModified, std::move(object));
+        events.push_back(WatchEvent{WatchEvent::Type::kModified, std::move(object), {}});
       }
+    }
+    if (!events.empty()) events.back().progress = list_version;
+    for (WatchEvent& event : events) {
+      Emit(event.type, std::move(event.object), std::move(event.progress));
     }
   }
 
@@ -357,7 +363,7 @@ class RestWatch final : public kube::Watcher {
           backoff = std::min(backoff * 2, config.max_backoff);
           continue;
         }
-        Sync(std::move(listed->first));
+        Sync(std::move(listed->first), listed->second);
         rv = std::move(listed->second);
         relist = false;
       }
@@ -401,12 +407,12 @@ class RestWatch final : public kube::Watcher {
             progressed = true;
             if (type == "DELETED") {
               known_.erase(key);
-              Emit(WatchEvent::Type::kDeleted, *std::move(decoded));
+              Emit(WatchEvent::Type::kDeleted, *std::move(decoded), rv);
             } else {
               const bool existed = known_.contains(key);
               known_.insert_or_assign(key, *decoded);
               Emit(existed ? WatchEvent::Type::kModified : WatchEvent::Type::kAdded,
-                   *std::move(decoded));
+                   *std::move(decoded), rv);
             }
             return true;
           },

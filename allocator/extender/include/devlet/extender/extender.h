@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -141,6 +142,27 @@ class ClusterState {
   void ReleaseLocked(const std::string& uid);
   const allocator::Features& features() const { return features_; }
 
+  // ---- Allocations by other replicas (Options::check_peer_allocations) ----
+  // ObserveClaimsThrough records that every ResourceClaim change up to `resource_version` has been
+  // applied (the claim watch's WatchEvent::progress, after the event is applied) and wakes
+  // WaitClaimsObserved. A version that is not a decimal number is ignored.
+  void ObserveClaimsThrough(std::string_view resource_version);
+  // WaitClaimsObserved waits until ObserveClaimsThrough passed `resource_version`; false at
+  // `deadline`, or at once for a version that is not a decimal number.
+  bool WaitClaimsObserved(std::string_view resource_version,
+                          std::chrono::steady_clock::time_point deadline) const;
+
+  // allocation_sequence_locked counts the claim allocations applied so far (a claim's allocation
+  // set or changed by Apply). Lock held.
+  uint64_t allocation_sequence_locked() const { return allocation_sequence_; }
+
+  // PeerConflictLocked describes a claim other than `uid` whose allocation was applied after
+  // `since` (an allocation_sequence_locked() value) and uses a device of `allocation`, or a counter
+  // set one of its devices consumes; empty when there is none. Admin-access results use nothing.
+  // Shared devices count as used: the check may refuse a share that would have fit. Lock held.
+  std::string PeerConflictLocked(const std::string& uid, const kube::AllocationResult& allocation,
+                                 uint64_t since) const;
+
  private:
   absl::Status ApplyClaimLocked(const kube::ResourceClaim& claim);
   void DeleteClaimLocked(const std::string& key);
@@ -176,6 +198,14 @@ class ClusterState {
   allocator::ExtendedResourceClasses extended_classes_;
   std::map<std::string, kube::Pod> pods_;  // "ns/name"
   std::map<std::string, kube::AllocationResult> held_;  // claim uid -> in-flight allocation
+  // Per claim ("ns/name"): allocation_sequence_ when its current allocation was applied.
+  std::unordered_map<std::string, uint64_t> allocation_sequence_of_;
+  uint64_t allocation_sequence_ = 0;
+  // What the claim watch has delivered (ObserveClaimsThrough); its own lock, not mu_, so that
+  // waiting binds do not hold up the watch.
+  mutable std::mutex observed_mu_;
+  mutable std::condition_variable observed_cv_;
+  uint64_t observed_claims_version_ = 0;
   uint64_t global_version_ = 0;
   struct NodeRecord {
     uint64_t version = 0;
@@ -205,6 +235,8 @@ class ClusterWriter {
   // GetClaim reads the current claim (after a conflict).
   virtual absl::StatusOr<kube::ResourceClaim> GetClaim(std::string_view ns,
                                                        std::string_view name) = 0;
+  // GetPod reads the current pod (is it bound already?).
+  virtual absl::StatusOr<kube::Pod> GetPod(std::string_view ns, std::string_view name) = 0;
   // CreateClaim creates a claim (the pod's synthesized extended-resource claim).
   virtual absl::StatusOr<kube::ResourceClaim> CreateClaim(const kube::ResourceClaim& claim) = 0;
   // UpdateClaimStatus writes claim.status with claim.metadata.resourceVersion as precondition.
@@ -228,6 +260,8 @@ class MemoryWriter : public ClusterWriter {
   explicit MemoryWriter(ClusterState& state) : state_(state) {}
   absl::StatusOr<kube::ResourceClaim> GetClaim(std::string_view ns,
                                                std::string_view name) override;
+  // The state's pod, spec.nodeName set when this writer bound it.
+  absl::StatusOr<kube::Pod> GetPod(std::string_view ns, std::string_view name) override;
   absl::StatusOr<kube::ResourceClaim> CreateClaim(const kube::ResourceClaim& claim) override;
   absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override;
   absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
@@ -267,6 +301,18 @@ struct Options {
   // (ClusterState::NodeVersion) and the pod's claim specs are unchanged. Off: every request
   // allocates on every node (for measuring the allocator).
   bool reuse_results = true;
+  // Several replicas serve one scheduler (`--check-peer-allocations`): each has its own
+  // watch-fed state, so within the watch's lag two replicas can give one device to two claims.
+  // With this on, Bind, after writing its claims' allocations and before binding the pod, waits
+  // until the claim watch has delivered every claim change up to its own writes (watch events
+  // come in etcd order), then refuses — takes its writes back, fails the bind, the scheduler
+  // retries the pod — if a claim whose allocation it did not know when it searched now uses one
+  // of its devices: that claim was written first. The first writer keeps; two binds can both
+  // refuse (each saw the other), never both keep. Needs an API server (ordered
+  // resourceVersions); costs one watch round trip per bind.
+  bool check_peer_allocations = false;
+  // How long Bind waits for the watch to deliver its writes; past it, the bind fails closed.
+  std::chrono::milliseconds peer_check_timeout{5000};
 };
 
 // Counters are what /metrics exports.
@@ -280,6 +326,11 @@ struct Counters {
   // Binds whose search (run on a snapshot, outside the lock) found the node changed when it came
   // to hold the devices, and searched again.
   std::atomic<int64_t> bind_reserve_retries{0};
+  // check_peer_allocations: binds checked, binds refused (another claim took a device first, or
+  // the watch did not catch up in time), and the time spent waiting and checking.
+  std::atomic<int64_t> peer_checks{0};
+  std::atomic<int64_t> peer_conflicts{0};
+  std::atomic<int64_t> peer_check_micros_total{0};
   std::atomic<int64_t> filter_micros_total{0};
   std::atomic<int64_t> prioritize_micros_total{0};
 };

@@ -31,6 +31,7 @@ class StoreWriter : public ClusterWriter {
   explicit StoreWriter(kube::ObjectStore& store) : store_(store) {}
   absl::StatusOr<kube::ResourceClaim> GetClaim(std::string_view ns,
                                                std::string_view name) override;
+  absl::StatusOr<kube::Pod> GetPod(std::string_view ns, std::string_view name) override;
   absl::StatusOr<kube::ResourceClaim> CreateClaim(const kube::ResourceClaim& claim) override;
   absl::StatusOr<kube::ResourceClaim> UpdateClaimStatus(const kube::ResourceClaim& claim) override;
   absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,

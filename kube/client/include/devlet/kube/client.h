@@ -103,6 +103,12 @@ struct WatchEvent {
   enum class Type { kAdded, kModified, kDeleted };
   Type type = Type::kAdded;
   Object object;  // for kDeleted: the last state seen
+  // When not empty, every change to the watched objects up to this resourceVersion has been
+  // reported, this event included. ApiServerStore sets it on each streamed event (the API server
+  // sends a watch's events in resourceVersion order) and on the last event of a relist (the list's
+  // resourceVersion: within a relist, events come in name order). Stores whose resourceVersions
+  // have no order (ManifestStore) leave it empty.
+  std::string progress;
 };
 
 // WatchEventTypeName returns "ADDED", "MODIFIED" or "DELETED" (the API server's spelling).

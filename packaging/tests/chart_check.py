@@ -211,12 +211,19 @@ def main():
         url = yaml.safe_load(configs[mode]["data"]["config.yaml"])["extenders"][0]["urlPrefix"]
         check(url == "http://devlet-extender.devlet-system.svc:8888/devlet",
               f"{mode}: urlPrefix {url}")
-    # ---- The extender over HTTPS with client certificates ----
+        dep = by_kind(objs, "Deployment")[0]
+        check("--check-peer-allocations" not in flags(dep["spec"]["template"]["spec"]
+                                                      ["containers"][0]["args"]),
+              f"{mode}: one replica, no peer check")
+    # ---- The extender over HTTPS with client certificates, two replicas ----
     objs = load(f"{a.dir}/tls.yaml")
     configs = check_extender(objs, "tls", "allocate", a.extender)
-    pod = [d for d in by_kind(objs, "Deployment")][0]["spec"]["template"]["spec"]
+    dep = [d for d in by_kind(objs, "Deployment")][0]
+    pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
     args = flags(c["args"])
+    check(dep["spec"]["replicas"] == 2 and args.get("--check-peer-allocations") == "true",
+          f"tls: two allocating replicas check each other's allocations {args}")
     check(args.get("--tls-cert-file") == "/etc/devlet-extender/tls/tls.crt" and
           args.get("--tls-private-key-file") == "/etc/devlet-extender/tls/tls.key" and
           args.get("--client-ca-file") == "/etc/devlet-extender/tls/ca.crt" and

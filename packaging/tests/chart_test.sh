@@ -37,7 +37,7 @@ render() {  # render NAME ARGS...: helm template into $dir/NAME.yaml
 render default
 render score --set extender.enabled=true --set extender.mode=score
 render allocate --set extender.enabled=true --set extender.mode=allocate --set extender.policy=spread
-render tls --set extender.enabled=true --set extender.mode=allocate \
+render tls --set extender.enabled=true --set extender.mode=allocate --set extender.replicas=2 \
   --set extender.tls.enabled=true --set extender.tls.secretName=devlet-extender-tls
 render sim --set kubeletPlugin.hostNetwork=true --set extender.enabled=true \
   --set extender.hostNetwork=true --set extender.schedulerConfig.urlHost=127.0.0.1 \

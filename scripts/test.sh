@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every devlet test: builds (Ninja + ccache), runs all ctest tests, then rebuilds the unit
-# tests with ASan+UBSan and runs them again, then gives each fuzzer a short pass.
+# tests with ASan+UBSan and runs them again, runs the concurrency tests under TSan, then gives
+# each fuzzer a short pass.
 #
 #   scripts/test.sh              everything
 #   scripts/test.sh --fast       skip the sanitizer and fuzzer passes
@@ -16,6 +17,9 @@ for arg in "$@"; do
     *) ctest_args+=("$arg") ;;
   esac
 done
+
+# The modules the 'concurrency' tests live in and depend on (the TSan phase builds nothing else).
+DEVLET_TSAN_MODULES="common;kube;kube/client;allocator/cel;allocator;allocator/extender;cdi;state;nri-plugin;dra-kubelet"
 
 start=$SECONDS
 phase_start=$SECONDS
@@ -52,6 +56,18 @@ if ((fast == 0)); then
   phase "unit tests under ASan+UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "${ctest_args[@]}"
+
+  # ThreadSanitizer (GCC) over the tests labelled 'concurrency' (devlet_cc_test's CONCURRENCY):
+  # only the modules they need, only their test binaries. TSan must report nothing: it exits
+  # non-zero on the first report (halt_on_error) and ctest fails the test.
+  phase "build the concurrency tests under TSan"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEVLET_BUILD_BENCHMARKS=OFF \
+    -DDEVLET_BUILD_INTEGRATION=OFF -DDEVLET_SANITIZE=thread \
+    "-DDEVLET_ONLY_MODULES=${DEVLET_TSAN_MODULES}" >/dev/null
+  cmake --build build-tsan -j "$jobs" --target concurrency_tests
+  phase "concurrency tests under TSan"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
+    ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L concurrency "${ctest_args[@]}"
 
   # The fuzzers' short pass (fuzz/README.md): each target fuzzes briefly, then replays its seeds
   # and the kept corpus; scripts/fuzz.sh runs them for as long as asked.

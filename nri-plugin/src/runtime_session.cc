@@ -22,12 +22,11 @@ absl::StatusOr<std::unique_ptr<RuntimeSession>> RuntimeSession::Start(
         if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
           return InvalidArgument("undecodable RegisterPlugin request");
         }
-        {
-          std::lock_guard<std::mutex> lock(self->mu_);
-          self->name_ = request.plugin_name();
-          self->index_ = request.plugin_idx();
-          self->registered_ = true;
-        }
+        // Notified under the lock: once Start sees registered_, this handler is done with cv_.
+        std::lock_guard<std::mutex> lock(self->mu_);
+        self->name_ = request.plugin_name();
+        self->index_ = request.plugin_idx();
+        self->registered_ = true;
         self->cv_.notify_all();
         return api::Empty().SerializeAsString();
       });

@@ -76,7 +76,6 @@ class RuntimeSession {
  private:
   RuntimeSession() = default;
 
-  std::unique_ptr<Connection> connection_;
   std::chrono::milliseconds request_timeout_{2000};
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -84,6 +83,9 @@ class RuntimeSession {
   std::string name_;
   std::string index_;
   std::vector<api::UpdateContainersRequest> updates_;
+  // Last, so that it is destroyed first: its threads run the handlers, which use the members
+  // above, until its destructor has joined them (TSan: a handler notified cv_ after it was gone).
+  std::unique_ptr<Connection> connection_;
 };
 
 }  // namespace devlet::nri

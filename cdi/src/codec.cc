@@ -1,18 +1,19 @@
 #include "devlet/cdi/codec.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <charconv>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "devlet/cdi/edits_json.h"
 #include "devlet/common/status.h"
 
 namespace devlet::cdi {
@@ -454,6 +455,15 @@ absl::StatusOr<json> YamlToJson(const YAML::Node& node) {
 }
 
 }  // namespace
+
+nlohmann::json EncodeContainerEditsJson(const ContainerEdits& edits) {
+  return EncodeEdits(edits);
+}
+
+absl::StatusOr<ContainerEdits> DecodeContainerEditsJson(const nlohmann::json& j,
+                                                        std::string_view path) {
+  return DecodeEdits(Decoder(/*yaml=*/false), j, std::string(path));
+}
 
 std::string EncodeSpecJson(const Spec& spec) {
   json out = json::object();

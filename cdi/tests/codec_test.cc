@@ -1,13 +1,14 @@
 #include "devlet/cdi/codec.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "devlet/cdi/edits_json.h"
 #include "devlet/common/testing/status_matchers.h"
 
 namespace devlet::cdi {
@@ -110,6 +111,24 @@ TEST(CodecTest, GarbageNeverCrashes) {
                             "{\"devices\":[3]}", "{\"kind\":{}}", "cdiVersion: {a: b}"}) {
     EXPECT_FALSE(DecodeSpec(input).ok()) << input;
   }
+}
+
+// A containerEdits block on its own (as state/ records a prepared device's resolved edits) comes
+// back equal; a wrong type is refused naming the field below the caller's path.
+TEST(CodecTest, ContainerEditsJsonRoundTrip) {
+  ContainerEdits edits;
+  edits.env = {"A=1"};
+  edits.device_nodes.push_back({.path = "/dev/vfio/12", .host_path = "/sim/dev/vfio/12"});
+  edits.mounts.push_back({.host_path = "/h", .container_path = "/c", .options = {"ro", "bind"}});
+  edits.hooks.push_back({.hook_name = "createContainer", .path = "/bin/true", .args = {"true"}});
+  edits.additional_gids = {44};
+  nlohmann::json j = EncodeContainerEditsJson(edits);
+  ASSERT_OK_AND_ASSIGN(ContainerEdits back, DecodeContainerEditsJson(j, "edits"));
+  EXPECT_EQ(back, edits);
+  EXPECT_THAT(DecodeContainerEditsJson(nlohmann::json::parse(R"({"env":[3]})"), "devices[0].edits"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("devices[0].edits.env")));
+  EXPECT_THAT(DecodeContainerEditsJson(nlohmann::json::parse(R"({"bogus":1})"), "edits"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bogus")));
 }
 
 }  // namespace

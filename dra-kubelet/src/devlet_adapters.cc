@@ -4,17 +4,20 @@
 
 #include <algorithm>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "devlet/cdi/spec.h"
+#include <nlohmann/json.hpp>
+
 #include "devlet/cdi/codec.h"
+#include "devlet/cdi/spec.h"
 #include "devlet/cdi/spec_dir.h"
 #include "devlet/common/files.h"
+#include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/common/strings.h"
 #include "devlet/dra_kubelet/config.h"
 #include "devlet/kube/codec.h"
+#include "devlet/kube/quantity.h"
 #include "files.h"
 #include "names.h"
 #include "record_json.h"
@@ -31,26 +34,6 @@ std::string AttributeString(const AttributeValue& value) {
   if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (const auto* s = std::get_if<std::string>(&value)) return *s;
   return std::get<VersionValue>(value).version;
-}
-
-cdi::ContainerEdits ToCdi(const ContainerEdits& edits) {
-  cdi::ContainerEdits out;
-  out.env = edits.env;
-  for (const DeviceNode& node : edits.device_nodes) {
-    cdi::DeviceNode n;
-    n.path = node.path;
-    n.host_path = node.host_path;
-    n.permissions = node.permissions;
-    out.device_nodes.push_back(std::move(n));
-  }
-  for (const Mount& mount : edits.mounts) {
-    cdi::Mount m;
-    m.host_path = mount.host_path;
-    m.container_path = mount.container_path;
-    m.options = mount.options;
-    out.mounts.push_back(std::move(m));
-  }
-  return out;
 }
 
 std::string StripJson(const std::string& file_name) {
@@ -73,8 +56,26 @@ ResourceClaim ResourceClaimFromKube(const kube::ResourceClaim& in) {
   const kube::AllocationResult& allocation = *in.status.allocation;
   out.allocated = true;
   for (const auto& result : allocation.devices.results) {
-    out.results.push_back({result.request, result.driver, result.pool, result.device,
-                           result.share_id, result.admin_access.value_or(false)});
+    AllocationResult r{result.request, result.driver,   result.pool,
+                       result.device,  result.share_id, result.admin_access.value_or(false)};
+    for (const auto& [name, quantity] : result.consumed_capacity) {
+      std::string_view base = name;
+      if (auto slash = base.rfind('/'); slash != std::string_view::npos)
+        base = base.substr(slash + 1);
+      if (base != "cpus" && base != "memory")
+        continue;
+      // Exact (kube::Quantity): "1.5Gi" and values near 2^63 stay exact.
+      absl::StatusOr<std::int64_t> value =
+          base == "cpus" ? kube::QuantityMilliValue(quantity) : kube::QuantityValue(quantity);
+      if (!value.ok()) {
+        log::Logger().Error(value.status(), "Ignoring consumed capacity", "claim",
+                            out.namespace_name + "/" + out.name, "capacity", name);
+        continue;
+      }
+      std::optional<std::int64_t>& sum = base == "cpus" ? r.cpu_millis : r.memory_bytes;
+      sum = sum.value_or(0) + *value;
+    }
+    out.results.push_back(std::move(r));
   }
   for (const auto& config : allocation.devices.config) {
     AllocationConfig c;
@@ -153,7 +154,7 @@ cdi::Spec ToCdiSpec(const CdiSpec& spec) {
   for (const CdiDevice& device : spec.devices) {
     cdi::Device d;
     d.name = device.name;
-    d.container_edits = ToCdi(device.edits);
+    d.container_edits = ToCdiEdits(device.edits);
     out.devices.push_back(std::move(d));
   }
   // At least the version we were asked for (0.5.0 for names starting with a digit).
@@ -276,6 +277,14 @@ absl::StatusOr<ClaimRecord> FromState(const void* owner, const state::PreparedCl
                      ? ClaimState::kPrepareCompleted
                      : ClaimState::kPrepareStarted;
   record.pod_uids = claim.pod_uids;
+  // So are the edits and CPU/memory recorded for each device (the annotation leaves them out).
+  if (record.devices.size() == claim.devices.size()) {
+    for (std::size_t i = 0; i < record.devices.size(); ++i) {
+      record.devices[i].container_edits = claim.devices[i].edits;
+      record.devices[i].cpu_millis = claim.devices[i].cpu_millis;
+      record.devices[i].memory_bytes = claim.devices[i].memory_bytes;
+    }
+  }
   return record;
 }
 
@@ -313,6 +322,9 @@ state::PreparedClaim ToState(const ClaimRecord& record, const std::string& drive
     for (const auto& [name, value] : device.prepared.attributes) {
       d.attributes[name] = AttributeString(value);
     }
+    d.edits = device.container_edits;
+    d.cpu_millis = device.cpu_millis;
+    d.memory_bytes = device.memory_bytes;
     claim.devices.push_back(std::move(d));
     configs.push_back(nlohmann::ordered_json::parse(EncodeDeviceConfig(device.config)));
   }
@@ -320,7 +332,7 @@ state::PreparedClaim ToState(const ClaimRecord& record, const std::string& drive
   for (const std::string& path : record.metadata_files) claim.files.push_back(path);
   claim.applied_config = configs.dump();
   claim.annotations[StateClaimRecordStore::kRecordAnnotation] =
-      internal::RecordToJson(record).dump();
+      internal::RecordToJson(record, /*with_container_edits=*/false).dump();
   return claim;
 }
 

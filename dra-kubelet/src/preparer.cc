@@ -9,13 +9,15 @@
 #include <chrono>
 #include <ctime>
 #include <future>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <utility>
 
-#include "devlet/common/log.h"
+#include <nlohmann/json.hpp>
+
+#include "devlet/cdi/vendor.h"
 #include "devlet/common/files.h"
+#include "devlet/common/log.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
 #include "devlet/state/container_marker.h"
@@ -81,9 +83,27 @@ struct ClaimFiles {
   std::vector<std::pair<std::string, CdiSpec>> cdi_specs;          // base name, spec
   std::vector<std::pair<std::string, std::string>> metadata_files;  // path, content
   std::vector<std::vector<std::string>> cdi_device_ids;            // per record device
+  // Per record device: the edits of its own CDI devices (claim spec and metadata spec), merged
+  // in the order of cdi_device_ids; vendor devices are resolved by ResolveEdits.
+  std::vector<cdi::ContainerEdits> device_edits;
 };
 
 }  // namespace
+
+cdi::ContainerEdits ToCdiEdits(const ContainerEdits& edits) {
+  cdi::ContainerEdits out;
+  out.env = edits.env;
+  for (const DeviceNode& node : edits.device_nodes) {
+    out.device_nodes.push_back(
+        {.path = node.path, .host_path = node.host_path, .permissions = node.permissions});
+  }
+  for (const Mount& mount : edits.mounts) {
+    out.mounts.push_back({.host_path = mount.host_path,
+                          .container_path = mount.container_path,
+                          .options = mount.options});
+  }
+  return out;
+}
 
 ClaimPreparer::ClaimPreparer(PreparerOptions options, ClaimSource& claims, DeviceBackend& backend,
                              CdiWriter& cdi, ClaimRecordStore& checkpoint)
@@ -133,6 +153,7 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
     // reads it back to scope devices, metadata, CPUs and memory to them (state/container_marker.h).
     cdi_device.edits.env.push_back(state::ContainerMarkerEnv(
         {uid, device.requests, device.pool, device.device, device.share_id.value_or("")}, i));
+    files.device_edits.push_back(ToCdiEdits(cdi_device.edits));
     claim_spec.devices.push_back(std::move(cdi_device));
     files.cdi_device_ids.push_back({kind + "=" + CdiDeviceName(uid, device)});
     for (const std::string& id : device.prepared.vendor_cdi_device_ids) {
@@ -211,11 +232,35 @@ ClaimFiles PlanFiles(const PreparerOptions& options, const std::string& kind,
     CdiSpec spec;
     spec.kind = driver + "/metadata";
     spec.devices.push_back({device_name, ContainerEdits{{}, {}, {{host_file, container_file, {"ro", "bind"}}}}});
+    if (first) {
+      files.cdi_device_ids[*first].push_back(driver + "/metadata=" + device_name);
+      files.device_edits[*first].Append(ToCdiEdits(spec.devices.back().edits));
+    }
     files.cdi_specs.emplace_back(driver + "_metadata_" + uid + "_" + base + ".json",
                                  std::move(spec));
-    if (first) files.cdi_device_ids[*first].push_back(driver + "/metadata=" + device_name);
   }
   return files;
+}
+
+// RecordEdits records in each device of `record` the edits a container that gets it receives:
+// its own CDI devices' (from `files`), then its vendor CDI devices' as the runtime resolves them
+// in `vendor_dirs`. An unresolvable vendor device fails: no container may start without it.
+absl::Status RecordEdits(const ClaimFiles& files, const std::vector<std::string>& vendor_dirs,
+                         ClaimRecord& record) {
+  for (std::size_t i = 0; i < record.devices.size(); ++i) {
+    PreparedDeviceRecord& device = record.devices[i];
+    cdi::ContainerEdits edits = files.device_edits[i];
+    if (!device.prepared.vendor_cdi_device_ids.empty()) {
+      absl::StatusOr<cdi::ContainerEdits> vendor =
+          cdi::ResolveVendorDevices(vendor_dirs, device.prepared.vendor_cdi_device_ids);
+      if (!vendor.ok()) {
+        return WithContext(vendor.status(), "device " + device.pool + "/" + device.device);
+      }
+      edits.Append(*vendor);
+    }
+    device.container_edits = std::move(edits);
+  }
+  return absl::OkStatus();
 }
 
 std::vector<PreparedClaimDevice> ToKubeletDevices(const ClaimRecord& record) {
@@ -253,7 +298,7 @@ absl::Status ClaimPreparer::WriteFiles(ClaimRecord& record) {
   for (std::size_t i = 0; i < record.devices.size(); ++i) {
     record.devices[i].cdi_device_ids = files.cdi_device_ids[i];
   }
-  return absl::OkStatus();
+  return RecordEdits(files, options_.vendor_cdi_dirs, record);
 }
 
 absl::Status ClaimPreparer::EnsureFiles(const ClaimRecord& record) {
@@ -412,6 +457,8 @@ absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRe
     device.device = result->device;
     device.share_id = result->share_id;
     device.admin_access = result->admin_access;
+    device.cpu_millis = result->cpu_millis;
+    device.memory_bytes = result->memory_bytes;
     absl::StatusOr<DeviceConfig> config =
         ResolveDeviceConfig(claim.config, options_.driver_name, result->request);
     if (!config.ok()) return WithContext(config.status(), who);
@@ -829,13 +876,60 @@ absl::Status ClaimPreparer::RefreshFiles() {
   DEVLET_RETURN_IF_ERROR(file_lock.status());
   absl::StatusOr<std::vector<ClaimRecord>> records = checkpoint_.List();
   if (!records.ok()) return WithContext(records.status(), "reading the checkpoint");
-  for (const ClaimRecord& record : *records) {
+  std::vector<ClaimRecord> upgraded;
+  for (ClaimRecord& record : *records) {
     if (record.state != ClaimState::kPrepareCompleted) continue;
-    DEVLET_RETURN_IF_ERROR(WithContext(EnsureFiles(record),
-                                       "claim " + record.claim.namespace_name + "/" +
-                                           record.claim.name + ": refreshing its files"));
+    const std::string who = "claim " + record.claim.namespace_name + "/" + record.claim.name;
+    DEVLET_RETURN_IF_ERROR(WithContext(EnsureFiles(record), who + ": refreshing its files"));
+    const bool recorded = std::all_of(record.devices.begin(), record.devices.end(),
+                                      [](const auto& d) { return d.container_edits.has_value(); });
+    if (recorded)
+      continue;
+    // A record of an older devlet: record what the container path needs (edits resolved once,
+    // the allocation's CPU/memory) so that it reads nothing else. A vendor device that no longer
+    // resolves leaves the record as it was: containers naming the claim fail closed.
+    ClaimFiles files = PlanFiles(options_, CdiKind(), ClaimSpecFileName(record.claim.uid), record);
+    if (absl::Status status = RecordEdits(files, options_.vendor_cdi_dirs, record); !status.ok()) {
+      log::Logger().Error(status, "Cannot record the container edits of a prepared claim", "claim",
+                          record.claim.Display());
+      continue;
+    }
+    AddConsumedCapacity(record);
+    upgraded.push_back(std::move(record));
   }
-  return absl::OkStatus();
+  if (upgraded.empty())
+    return absl::OkStatus();
+  log::Logger().Info("Upgrading prepared claims of an older devlet", "claims", upgraded.size());
+  return WithContext(checkpoint_.Commit(upgraded, {}), "upgrading the checkpoint");
+}
+
+void ClaimPreparer::AddConsumedCapacity(ClaimRecord& record) {
+  // Only CPU devices carry capacity the NRI plugin enforces; reading the claim is worth it only
+  // for them.
+  const bool cpu = std::any_of(record.devices.begin(), record.devices.end(), [](const auto& d) {
+    auto type = d.prepared.attributes.find("type");
+    return type != d.prepared.attributes.end() &&
+           type->second == AttributeValue(std::string("cpu"));
+  });
+  if (!cpu)
+    return;
+  absl::StatusOr<ResourceClaim> claim =
+      claims_.GetClaim(record.claim.namespace_name, record.claim.name, record.claim.uid);
+  if (!claim.ok() || claim->uid != record.claim.uid) {
+    log::Logger().Error(claim.ok() ? NotFound("the claim has another UID now") : claim.status(),
+                        "No allocated CPU/memory recorded for a prepared claim", "claim",
+                        record.claim.Display());
+    return;
+  }
+  for (PreparedDeviceRecord& device : record.devices) {
+    for (const AllocationResult& result : claim->results) {
+      if (result.pool == device.pool && result.device == device.device &&
+          result.share_id == device.share_id) {
+        device.cpu_millis = result.cpu_millis;
+        device.memory_bytes = result.memory_bytes;
+      }
+    }
+  }
 }
 
 absl::StatusOr<int> ClaimPreparer::RemoveOrphanedFiles() {

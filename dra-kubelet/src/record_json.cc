@@ -1,5 +1,6 @@
 #include "record_json.h"
 
+#include "devlet/cdi/edits_json.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/config.h"
 
@@ -69,7 +70,7 @@ ContainerEdits EditsFromJson(const json& in) {
   return edits;
 }
 
-nlohmann::ordered_json RecordToJson(const ClaimRecord& record) {
+nlohmann::ordered_json RecordToJson(const ClaimRecord& record, bool with_container_edits) {
   ordered_json out;
   out["namespace"] = record.claim.namespace_name;
   out["name"] = record.claim.name;
@@ -102,6 +103,14 @@ nlohmann::ordered_json RecordToJson(const ClaimRecord& record) {
                           {"hardwareAddress", net->hardware_address}};
     }
     d["cdiDeviceIDs"] = device.cdi_device_ids;
+    if (device.cpu_millis)
+      d["cpuMillis"] = *device.cpu_millis;
+    if (device.memory_bytes)
+      d["memoryBytes"] = *device.memory_bytes;
+    if (with_container_edits && device.container_edits) {
+      d["containerEdits"] =
+          ordered_json::parse(cdi::EncodeContainerEditsJson(*device.container_edits).dump());
+    }
     devices.push_back(std::move(d));
   }
   out["devices"] = std::move(devices);
@@ -150,6 +159,16 @@ absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in) {
                         net.value("hardwareAddress", "")};
       }
       device.cdi_device_ids = d.at("cdiDeviceIDs").get<std::vector<std::string>>();
+      if (d.contains("cpuMillis"))
+        device.cpu_millis = d["cpuMillis"].get<std::int64_t>();
+      if (d.contains("memoryBytes"))
+        device.memory_bytes = d["memoryBytes"].get<std::int64_t>();
+      if (d.contains("containerEdits")) {
+        DEVLET_ASSIGN_OR_RETURN(
+            device.container_edits,
+            cdi::DecodeContainerEditsJson(d["containerEdits"],
+                                          "claim entry " + record.claim.uid + " containerEdits"));
+      }
       record.devices.push_back(std::move(device));
     }
     record.cdi_spec_files = in.at("cdiSpecFiles").get<std::vector<std::string>>();

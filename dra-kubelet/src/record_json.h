@@ -12,7 +12,9 @@ nlohmann::ordered_json AttributeToJson(const AttributeValue& value);
 AttributeValue AttributeFromJson(const nlohmann::json& value);
 nlohmann::ordered_json EditsToJson(const ContainerEdits& edits);
 ContainerEdits EditsFromJson(const nlohmann::json& in);
-nlohmann::ordered_json RecordToJson(const ClaimRecord& record);
+// RecordToJson encodes `record`; without `with_container_edits` the resolved container edits
+// are left out (the state/ adapter keeps them in state's own device fields).
+nlohmann::ordered_json RecordToJson(const ClaimRecord& record, bool with_container_edits = true);
 absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in);
 
 }  // namespace devlet::dra_kubelet::internal

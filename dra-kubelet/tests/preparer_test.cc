@@ -99,6 +99,50 @@ TEST_F(PreparerTest, RefreshFilesRewritesSpecsOfAnOlderDevlet) {
   EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), current);
 }
 
+// What the NRI plugin will give a container is recorded with the claim: each device's merged
+// edits of its CDI devices (its own, with the container marker; the request's metadata mount on
+// the request's first device) and the CPU/memory its allocation consumed.
+TEST_F(PreparerTest, RecordsEachDevicesContainerEditsAndConsumedCapacity) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}, {"gpu", "gpu-1"}});
+  claim.results[0].cpu_millis = 1500;
+  claim.results[0].memory_bytes = 1 << 30;
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  ASSERT_TRUE(record.has_value());
+  ASSERT_EQ(record->devices.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const PreparedDeviceRecord& device = record->devices[i];
+    ASSERT_TRUE(device.container_edits.has_value());
+    EXPECT_THAT(device.container_edits->env, ::testing::Contains(::testing::StartsWith(
+                                                 "DEVLET_CLAIM_UID_A_" + std::to_string(i) + "=")));
+    EXPECT_EQ(device.container_edits->device_nodes.size(),
+              device.prepared.edits.device_nodes.size());
+    // The metadata file of request "gpu" is mounted with its first device only.
+    EXPECT_EQ(device.container_edits->mounts.size(), i == 0 ? 1u : 0u);
+  }
+  EXPECT_EQ(record->devices[0].container_edits->mounts[0].host_path, MetadataFile("a", "gpu"));
+  EXPECT_EQ(record->devices[0].cpu_millis, 1500);
+  EXPECT_EQ(record->devices[0].memory_bytes, 1 << 30);
+  EXPECT_FALSE(record->devices[1].cpu_millis.has_value());
+}
+
+// A record without them (an older devlet's) is upgraded at start; one that has them is left alone.
+TEST_F(PreparerTest, RefreshFilesRecordsEditsOfAnOlderDevletsRecord) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  const cdi::ContainerEdits want = *record->devices[0].container_edits;
+  record->devices[0].container_edits.reset();
+  ASSERT_THAT(checkpoint_.Put(*record), IsOk());
+  ASSERT_THAT(preparer_->RefreshFiles(), IsOk());
+  ASSERT_OK_AND_ASSIGN(record, checkpoint_.Get("uid-a"));
+  ASSERT_TRUE(record->devices[0].container_edits.has_value());
+  EXPECT_EQ(*record->devices[0].container_edits, want);
+}
+
 TEST_F(PreparerTest, PreparesDevicesAndWritesFiles) {
   ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}, {"pair/large", "gpu-1"}});
   claim.results.push_back({"nic", "other.example.com", kPool, "eth0", std::nullopt, false});

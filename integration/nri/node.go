@@ -17,7 +17,8 @@ package main
 // nodes with host paths below the dev root and the KEP-5304 metadata file, and a cpuset of the
 // devices' NUMA node, while the pod's init container and sidecar, which name no claim (no CDI
 // device from the kubelet, so no devlet marker in their environment), get nothing; with the
-// claim's CDI spec unreadable the trainer's creation fails naming the claim (fail closed), as
+// node's prepared-claim checkpoint unreadable the trainer's creation fails naming the claim
+// (fail closed; the claim's CDI spec is not read on the container path), as
 // does a container naming a claim devlet never prepared; a container of a pod without claims is
 // left alone; unprepare removes the
 // claim's CDI specs and metadata; SIGTERM removes both sockets and exits 0.
@@ -215,22 +216,40 @@ func runNodeScenario(f nodeFlags, dir string) {
 		checkCDISpecs(cdiRoot, wantCDI)
 	}
 
-	scenario("fail closed: the claim's CDI spec unreadable, the container naming it is not created")
-	claimSpec := filepath.Join(cdiRoot, "k8s."+nodeDriver+"-claim_"+trainingUID+".json")
-	must(os.Rename(claimSpec, claimSpec+".away"), "move the claim's CDI spec away")
+	// The container path reads the edits recorded in state/ (no CDI spec is read again), so what
+	// must fail closed is the record itself: a checkpoint that cannot be read.
+	scenario("fail closed: the prepared-claim record unreadable, the container naming the claim is not created")
+	checkpoint := filepath.Join(dir, "kubelet-plugins", nodeDriver, "checkpoint.json")
+	saved, readErr := os.ReadFile(checkpoint)
+	must(os.WriteFile(checkpoint+".tmp", []byte("{\"kind\":\"DevletCheckpoint\",\"version\":2,"+
+		"\"checksum\":\"crc32:00000000\",\"data\":{}}\n"), 0o600), "write a damaged checkpoint")
+	must(os.Rename(checkpoint+".tmp", checkpoint), "damage the checkpoint")
 	again := container(p, "trainer")
 	again.Id += "-again"
 	again.Env = append(again.Env, trainerEnv...)
 	_, err = create(rt, p, again)
-	check(err != nil && strings.Contains(err.Error(), "claim ml/training") &&
-		strings.Contains(err.Error(), "cannot be read"), "CreateContainer without the claim's CDI spec: %v", err)
+	check(err != nil && strings.Contains(err.Error(), "claim "+trainingUID) &&
+		strings.Contains(err.Error(), "corrupted"), "CreateContainer with the checkpoint unreadable: %v", err)
 	c := container(p, "log-shipper")
 	c.Id += "-again"
 	_, err = create(rt, p, c)
 	check(err == nil, "a container naming no claim must not fail with the claim: %v", err)
-	must(os.Rename(claimSpec+".away", claimSpec), "restore the claim's CDI spec")
+	if readErr == nil {
+		must(os.WriteFile(checkpoint+".tmp", saved, 0o600), "restore the checkpoint")
+		must(os.Rename(checkpoint+".tmp", checkpoint), "restore the checkpoint")
+	} else {
+		must(os.Remove(checkpoint), "remove the damaged checkpoint")
+	}
 	_, err = create(rt, p, again)
-	check(err == nil, "CreateContainer once the spec is back: %v", err)
+	check(err == nil, "CreateContainer once the checkpoint is back: %v", err)
+	// Nor does a claim spec that is gone matter to it any more: the runtime resolves the CDI
+	// names itself, the NRI plugin gives what state/ recorded.
+	claimSpec := filepath.Join(cdiRoot, "k8s."+nodeDriver+"-claim_"+trainingUID+".json")
+	must(os.Rename(claimSpec, claimSpec+".away"), "move the claim's CDI spec away")
+	again.Id += "-nospec"
+	_, err = create(rt, p, again)
+	check(err == nil, "CreateContainer without re-reading the claim's CDI spec: %v", err)
+	must(os.Rename(claimSpec+".away", claimSpec), "restore the claim's CDI spec")
 
 	scenario("fail closed: a container naming a claim devlet never prepared is not created")
 	intruder := container(p, "intruder")

@@ -359,58 +359,7 @@ absl::Status DevicesBackend::Unprepare(const dra_kubelet::DeviceUnprepareRequest
 
 // ---- CheckpointClaimsView -------------------------------------------------------------------------
 
-CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root,
-                                           kube::ObjectStore* claims)
-    : store_(store), cdi_root_(std::move(cdi_root)), claims_(claims) {}
-
-CheckpointClaimsView::CpuAllocations CheckpointClaimsView::CpuAllocationOf(
-    const state::PreparedClaim& claim) const {
-  std::set<DeviceKey> cpu_devices;
-  for (const state::PreparedDevice& device : claim.devices) {
-    auto type = device.attributes.find("type");
-    if (type != device.attributes.end() && type->second == "cpu") {
-      cpu_devices.insert({device.pool, device.device, device.share_id});
-    }
-  }
-  if (cpu_devices.empty() || claims_ == nullptr) return {};
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(claim.uid);
-    if (it != cache_.end()) return it->second;
-  }
-  absl::StatusOr<kube::ResourceClaim> object =
-      kube::GetAs<kube::ResourceClaim>(*claims_, claim.namespace_name, claim.name);
-  if (!object.ok() || object->metadata.uid != claim.uid || !object->status.allocation) {
-    log::Logger().V(1).Info("No allocation to read DRA-allocated CPUs from", "claim",
-                            claim.namespace_name + "/" + claim.name);
-    return {};
-  }
-  CpuAllocations out;
-  for (const kube::DeviceRequestAllocationResult& result :
-       object->status.allocation->devices.results) {
-    const DeviceKey key{result.pool, result.device, result.share_id.value_or("")};
-    if (!cpu_devices.contains(key)) continue;
-    for (const auto& [name, quantity] : result.consumed_capacity) {
-      std::string_view base = name;
-      if (auto slash = base.rfind('/'); slash != std::string_view::npos) base = base.substr(slash + 1);
-      if (base != "cpus" && base != "memory") continue;
-      // Exact (kube::Quantity): "1.5Gi" and values near 2^63 stay exact.
-      absl::StatusOr<std::int64_t> value = base == "cpus" ? kube::QuantityMilliValue(quantity)
-                                                          : kube::QuantityValue(quantity);
-      if (!value.ok()) {
-        log::Logger().Error(value.status(), "Ignoring consumed capacity", "claim",
-                            claim.namespace_name + "/" + claim.name, "capacity", name);
-        continue;
-      }
-      CpuAllocation& device = out[key];
-      std::optional<std::int64_t>& sum = base == "cpus" ? device.cpu_millis : device.memory_bytes;
-      sum = sum.value_or(0) + *value;
-    }
-  }
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  cache_[claim.uid] = out;
-  return out;
-}
+CheckpointClaimsView::CheckpointClaimsView(state::CheckpointStore& store) : store_(store) {}
 
 absl::StatusOr<std::string> PodIpToCidr(std::string_view ip) {
   std::string address(ip);
@@ -544,30 +493,13 @@ nri::PreparedClaim CheckpointClaimsView::ToNriClaim(const state::PreparedClaim& 
   p.uid = claim.uid;
   p.namespace_name = claim.namespace_name;
   p.name = claim.name;
-  // The claim's own CDI specs (the per-claim spec and its metadata specs), as the runtime read
-  // them for this container. One that cannot be read or does not decode makes the claim
-  // unusable: a container naming it must not start without its devices.
-  cdi::Registry registry;
-  const std::string prefix = cdi_root_ + "/";
-  for (const std::string& file : claim.files) {
-    if (!file.starts_with(prefix) || !file.ends_with(".json")) continue;  // e.g. metadata files
-    std::ifstream in(file);
-    std::stringstream text;
-    if (in) text << in.rdbuf();
-    if (!in) {
-      p.error = "its CDI spec " + file + " cannot be read";
-      return p;
-    }
-    absl::StatusOr<cdi::Spec> spec = cdi::DecodeSpec(text.str());
-    if (!spec.ok()) {
-      p.error = "its CDI spec " + file + " does not decode: " + Message(spec.status());
-      return p;
-    }
-    registry.Add(file, 0, *std::move(spec));
-  }
-  const CpuAllocations cpu =
-      kubelet_sizes_dra_resources_ ? CpuAllocations{} : CpuAllocationOf(claim);
   for (const state::PreparedDevice& device : claim.devices) {
+    // Fail closed: a container naming the claim must not start without edits it was given.
+    if (!device.edits) {
+      p.error = "no CDI edits are recorded for its device " + device.pool + "/" + device.device +
+                " (a record of an older devlet that the kubelet plugin could not upgrade)";
+      return p;
+    }
     nri::PreparedDevice d;
     d.request = device.requests.empty() ? "" : device.requests.front();
     d.driver = device.driver;
@@ -575,31 +507,12 @@ nri::PreparedClaim CheckpointClaimsView::ToNriClaim(const state::PreparedClaim& 
     d.device = device.device;
     d.share_id = device.share_id;
     d.cdi_device_names = device.cdi_device_ids;
-    // Vendor CDI devices (profiles' cdiDevices) are not in the claim's own specs: they resolve
-    // in the vendor spec directories, as the runtime resolves them.
-    std::vector<std::string> own;
-    std::vector<std::string> vendor;
-    for (const std::string& id : device.cdi_device_ids) {
-      (registry.FindDevice(id) != nullptr ? own : vendor).push_back(id);
-    }
-    absl::StatusOr<cdi::ContainerEdits> edits = registry.Resolve(own);
-    if (edits.ok() && !vendor.empty()) {
-      absl::StatusOr<cdi::ContainerEdits> more = cdi::ResolveVendorDevices(vendor_cdi_dirs_, vendor);
-      if (more.ok()) {
-        edits->Append(*more);
-      } else {
-        edits = more.status();
-      }
-    }
-    if (!edits.ok()) {
-      p.error = "the CDI devices of " + device.pool + "/" + device.device +
-                " do not resolve: " + Message(edits.status());
-      return p;
-    }
-    d.edits = ToNriEdits(*edits);
-    if (auto it = cpu.find({device.pool, device.device, device.share_id}); it != cpu.end()) {
-      d.cpu_millis = it->second.cpu_millis;
-      d.memory_limit_bytes = it->second.memory_bytes;
+    d.edits = ToNriEdits(*device.edits);
+    // Only a CPU device's consumed cpus/memory are container limits (a GPU's "memory" is not).
+    auto type = device.attributes.find("type");
+    if (!kubelet_sizes_dra_resources_ && type != device.attributes.end() && type->second == "cpu") {
+      d.cpu_millis = device.cpu_millis;
+      d.memory_limit_bytes = device.memory_bytes;
     }
     auto numa = device.attributes.find(std::string(devices::kAttrNumaNode));
     if (numa == device.attributes.end()) numa = device.attributes.find("numaNode");

@@ -273,6 +273,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     preparer_options.node_name = options_.node_name;
     preparer_options.plugin_data_dir = options_.state_dir;
     preparer_options.enable_device_metadata = options_.enable_device_metadata;
+    preparer_options.vendor_cdi_dirs = options_.vendor_cdi_dirs;
     if (!options_.pod_uid.empty()) {
       preparer_options.serialize_lock_path = options_.state_dir + "/serialize.lock";
     }
@@ -298,7 +299,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
                  plugin_->RegistrarSocketPath());
 
     // 4. NRI, after registration.
-    view_ = std::make_unique<CheckpointClaimsView>(checkpoint_->store(), options_.cdi_root, &store_);
+    view_ = std::make_unique<CheckpointClaimsView>(checkpoint_->store());
     // RunPodSandbox: network devices learn the pod's network; the preparer that wrote the
     // metadata files rewrites them from its record (one writer, same rendering).
     view_->SetNetworkUpdater(
@@ -308,7 +309,6 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
         },
         sysfs_.get());
     view_->SetKubeletSizesDraResources(options_.features.node_allocatable_resources);
-    view_->SetVendorCdiDirs(options_.vendor_cdi_dirs);
     nri::DevletPluginOptions nri_options;
     nri_options.cdi_policy = options_.cdi_policy;
     nri_options.numa_cpus = NumaCpuLists(rescanner_->inventory().cpu);

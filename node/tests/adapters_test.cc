@@ -1,8 +1,9 @@
+#include "devlet/node/adapters.h"
+
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,9 +12,9 @@
 #include "devlet/devices/profile.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
-#include "devlet/kube/codec.h"
+#include "devlet/dra_kubelet/preparer.h"
 #include "devlet/kube/client.h"
-#include "devlet/node/adapters.h"
+#include "devlet/kube/codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -265,17 +266,17 @@ TEST_F(AdaptersTest, UnprepareNeverTouchesAJournalOutsideItsDirectory) {
 }
 
 TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
-  const std::string cdi_root = (dir_ / "cdi").string();
+  // No CDI root at all: the view reads the edits recorded with the claim, no spec file.
+  const std::string cdi_root = (dir_ / "no-cdi").string();
   ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
                                             (dir_ / "state").string(), "gpu.devlet.io", cdi_root));
-  dra_kubelet::CdiSpecWriter cdi(cdi_root);
-  dra_kubelet::CdiSpec spec;
-  spec.kind = "k8s.gpu.devlet.io/claim";
-  spec.devices.push_back({"claim-uid-gpu-0", {{"A=1"}, {{"/dev/dri/card1", "", ""}}, {}}});
-  ASSERT_OK(cdi.WriteSpec("k8s.gpu.devlet.io-claim_claim-uid.json", spec));
-
   dra_kubelet::ClaimRecord record = CompletedRecord({"ml", "train", "claim-uid"}, "gpu", "gpu-0");
   record.devices[0].cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-0"};
+  record.devices[0].container_edits = cdi::ContainerEdits{};
+  record.devices[0].container_edits->env = {"A=1"};
+  record.devices[0].container_edits->device_nodes.push_back({.path = "/dev/dri/card1"});
+  record.devices[0].container_edits->hooks.push_back(
+      {.hook_name = "createContainer", .path = "/usr/bin/vendor-hook"});
   record.cdi_spec_files = {"k8s.gpu.devlet.io-claim_claim-uid.json"};
   ASSERT_OK(checkpoint->Put(record));
   dra_kubelet::ClaimRecord started = record;
@@ -283,7 +284,7 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   started.state = dra_kubelet::ClaimState::kPrepareStarted;
   ASSERT_OK(checkpoint->Put(started));
 
-  CheckpointClaimsView view(checkpoint->store(), cdi_root);
+  CheckpointClaimsView view(checkpoint->store());
   EXPECT_THAT(view.ClaimsForPod("nobody"), ::devlet::testing::IsOkAndHolds(IsEmpty()));
   ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
   ASSERT_THAT(claims, SizeIs(1));  // the PrepareStarted claim is not served
@@ -297,42 +298,25 @@ TEST_F(AdaptersTest, CheckpointViewServesCompletedClaimsOfAPod) {
   EXPECT_THAT(d.edits.env, Contains("A=1"));
   ASSERT_THAT(d.edits.device_nodes, SizeIs(1));
   EXPECT_EQ(d.edits.device_nodes[0].path, "/dev/dri/card1");
+  ASSERT_THAT(d.edits.hooks, SizeIs(1));
+  EXPECT_EQ(d.edits.hooks[0].path, "/usr/bin/vendor-hook");
+  EXPECT_FALSE(fs::exists(cdi_root));
 }
 
-// Fail closed: what a claim gives containers that cannot be resolved comes back as the claim's
-// error, naming the file or device; an unreadable checkpoint is an error of the whole view.
+// Fail closed: a claim with a device whose edits are not recorded comes back with an error
+// naming the device; an unreadable checkpoint is an error of the whole view.
 TEST_F(AdaptersTest, CheckpointViewReportsClaimsItCannotResolve) {
-  const std::string cdi_root = (dir_ / "cdi").string();
-  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
-                                            (dir_ / "state").string(), "gpu.devlet.io", cdi_root));
-  dra_kubelet::CdiSpecWriter cdi(cdi_root);
-  dra_kubelet::CdiSpec spec;
-  spec.kind = "k8s.gpu.devlet.io/claim";
-  spec.devices.push_back({"claim-uid-gpu-0", {{"A=1"}, {}, {}}});
-  ASSERT_OK(cdi.WriteSpec("k8s.gpu.devlet.io-claim_claim-uid.json", spec));
+  ASSERT_OK_AND_ASSIGN(auto checkpoint,
+                       dra_kubelet::StateClaimRecordStore::Open((dir_ / "state").string(),
+                                                                "gpu.devlet.io", "/var/run/cdi"));
   dra_kubelet::ClaimRecord record = CompletedRecord({"ml", "train", "claim-uid"}, "gpu", "gpu-0");
   record.devices[0].cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-0"};
-  record.cdi_spec_files = {"k8s.gpu.devlet.io-claim_claim-uid.json"};
-  ASSERT_OK(checkpoint->Put(record));
-  CheckpointClaimsView view(checkpoint->store(), cdi_root);
-  const std::string file = cdi_root + "/k8s.gpu.devlet.io-claim_claim-uid.json";
-
-  // A CDI ID that is in no spec of the claim.
-  record.devices[0].cdi_device_ids = {"k8s.gpu.devlet.io/claim=claim-uid-gpu-7"};
-  ASSERT_OK(checkpoint->Put(record));
+  ASSERT_OK(checkpoint->Put(record));  // no container_edits: an older devlet's record
+  CheckpointClaimsView view(checkpoint->store());
   ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
   ASSERT_THAT(claims, SizeIs(1));
-  EXPECT_THAT(claims[0].error, ::testing::HasSubstr("CDI devices of node-1/gpu-0 do not resolve"));
-
-  // A spec that does not decode.
-  std::ofstream(file) << "{\"cdiVersion\": ";
-  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
-  EXPECT_THAT(claims[0].error, ::testing::HasSubstr("its CDI spec " + file + " does not decode"));
-
-  // A spec that is gone (a tmpfs CDI root after a reboot, before the kubelet prepares again).
-  fs::remove(file);
-  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
-  EXPECT_EQ(claims[0].error, "its CDI spec " + file + " cannot be read");
+  EXPECT_THAT(claims[0].error,
+              ::testing::HasSubstr("no CDI edits are recorded for its device node-1/gpu-0"));
 
   // The checkpoint itself cannot be read.
   std::ofstream((dir_ / "state" / "checkpoint.json").string(), std::ios::trunc) << "garbage";
@@ -342,72 +326,54 @@ TEST_F(AdaptersTest, CheckpointViewReportsClaimsItCannotResolve) {
 }
 
 TEST_F(AdaptersTest, CheckpointViewMapsDraAllocatedCpusToCpuMillisAndMemory) {
-  ASSERT_OK_AND_ASSIGN(auto manifests, kube::ManifestStore::Open({.dir = (dir_ / "m").string()}));
-  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: cpus, namespace: ml, uid: cpu-claim-uid}
-spec:
-  devices:
-    requests:
-    - name: cpu
-      exactly:
-        deviceClassName: cpu.devlet.io
-        capacity: {requests: {cpus: "2500m", memory: 4Gi}}
-status:
-  allocation:
-    devices:
-      results:
-      - {request: cpu, driver: devlet.io, pool: node-1, device: cpu-numa1, shareID: 8a1c2d3e-0000-4000-8000-000000000001,
-         consumedCapacity: {cpus: "2500m", memory: 4Gi}}
-)", {}));
-  ASSERT_THAT(objects, SizeIs(1));
-  ASSERT_OK(manifests->Create(objects[0]).status());
-
-  const std::string cdi_root = (dir_ / "cdi").string();
   ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
-                                            (dir_ / "state").string(), "devlet.io", cdi_root));
+                                            (dir_ / "state").string(), "devlet.io", "/cdi"));
   dra_kubelet::ClaimRecord record =
       CompletedRecord({"ml", "cpus", "cpu-claim-uid"}, "cpu", "cpu-numa1");
   record.devices[0].prepared.attributes["type"] = std::string("cpu");
   record.devices[0].share_id = "8a1c2d3e-0000-4000-8000-000000000001";
+  record.devices[0].container_edits = cdi::ContainerEdits{};
+  record.devices[0].cpu_millis = 2500;
+  record.devices[0].memory_bytes = 4LL << 30;
+  // A GPU's consumed "memory" is not a container memory limit.
+  dra_kubelet::PreparedDeviceRecord gpu = record.devices[0];
+  gpu.device = "gpu-0";
+  gpu.share_id.reset();
+  gpu.prepared.attributes["type"] = std::string("gpu");
+  record.devices.push_back(gpu);
   ASSERT_OK(checkpoint->Put(record));
 
-  CheckpointClaimsView view(checkpoint->store(), cdi_root, manifests.get());
+  CheckpointClaimsView view(checkpoint->store());
   ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
   ASSERT_THAT(claims, SizeIs(1));
-  ASSERT_THAT(claims[0].devices, SizeIs(1));
+  ASSERT_THAT(claims[0].devices, SizeIs(2));
   // The device's own allocation: only containers that get the device get the limits.
   EXPECT_EQ(claims[0].devices[0].share_id, "8a1c2d3e-0000-4000-8000-000000000001");
   EXPECT_EQ(claims[0].devices[0].cpu_millis, 2500);
   EXPECT_EQ(claims[0].devices[0].memory_limit_bytes, 4LL << 30);
   EXPECT_FALSE(claims[0].cpu_millis.has_value());
   EXPECT_THAT(claims[0].devices[0].numa_nodes, ElementsAre(1));
-  // Cached per claim UID: the claim may go away from the store while the pod runs.
-  ASSERT_OK(manifests->Delete(kube::Kind::kResourceClaim, {.namespace_name = "ml", .name = "cpus"}));
-  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
-  EXPECT_EQ(claims[0].devices[0].cpu_millis, 2500);
+  EXPECT_FALSE(claims[0].devices[1].memory_limit_bytes.has_value());
 
-  // Without a claim store only the NUMA alignment is served.
-  CheckpointClaimsView plain(checkpoint->store(), cdi_root);
-  ASSERT_OK_AND_ASSIGN(claims, plain.ClaimsForPod("pod-uid"));
+  // KEP-5517: the kubelet sizes them; only the NUMA alignment is served.
+  view.SetKubeletSizesDraResources(true);
+  ASSERT_OK_AND_ASSIGN(claims, view.ClaimsForPod("pod-uid"));
   EXPECT_FALSE(claims[0].devices[0].cpu_millis.has_value());
+  EXPECT_THAT(claims[0].devices[0].numa_nodes, ElementsAre(1));
 }
 
-
-// The claim's consumed capacity goes through kube::Quantity exactly: fractions, binary suffixes
-// and values at the int64 bound, where a long double parse rounded or refused.
-TEST_F(AdaptersTest, CheckpointViewReadsCpuAndMemoryQuantitiesExactly) {
+// The claim's consumed capacity goes through kube::Quantity exactly (fractions, binary suffixes,
+// values at the int64 bound) when the claim is read for prepare.
+TEST_F(AdaptersTest, ClaimSourceReadsCpuAndMemoryQuantitiesExactly) {
   ASSERT_OK_AND_ASSIGN(auto manifests, kube::ManifestStore::Open({.dir = (dir_ / "m").string()}));
-  const std::string cdi_root = (dir_ / "cdi").string();
-  ASSERT_OK_AND_ASSIGN(auto checkpoint, dra_kubelet::StateClaimRecordStore::Open(
-                                            (dir_ / "state").string(), "devlet.io", cdi_root));
+  StoreClaimSource source(*manifests);
   struct Case {
     std::string cpus;
     std::string memory;
     std::optional<std::int64_t> cpu_millis;
     std::optional<std::int64_t> memory_bytes;
   };
+
   const std::vector<Case> cases = {
       {"100m", "1.5Gi", 100, 1610612736},
       {"1.5", "9007199254740993", 1500, 9007199254740993},
@@ -416,7 +382,6 @@ TEST_F(AdaptersTest, CheckpointViewReadsCpuAndMemoryQuantitiesExactly) {
       // Past int64: no limit from the claim (logged), never a wrapped or rounded one.
       {"9223372036854775808m", "8Ei", std::nullopt, std::nullopt},
   };
-  const std::string kShare = "8a1c2d3e-0000-4000-8000-000000000001";
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     SCOPED_TRACE(c.cpus + " " + c.memory);
@@ -432,31 +397,104 @@ spec:
     - name: cpu
       exactly:
         deviceClassName: cpu.devlet.io
-        capacity: {requests: {cpus: ")" + c.cpus + R"(", memory: ")" + c.memory + R"("}}
+        capacity: {requests: {cpus: ")" + c.cpus + R"(", memory: ")" + c.memory +
+                                                                             R"("}}
 status:
   allocation:
     devices:
       results:
       - {request: cpu, driver: devlet.io, pool: node-1, device: cpu-numa1,
-         shareID: )" + kShare + R"(,
-         consumedCapacity: {cpus: ")" + c.cpus + R"(", memory: ")" + c.memory + R"("}}
-)", {}));
+         consumedCapacity: {cpus: ")" + c.cpus + R"(", memory: ")" + c.memory +
+                                                                             R"("}}
+)",
+                                                                         {}));
     ASSERT_THAT(objects, SizeIs(1));
     ASSERT_OK(manifests->Create(objects[0]).status());
-    dra_kubelet::ClaimRecord record = CompletedRecord({"ml", name, uid}, "cpu", "cpu-numa1");
-    record.pod_uids = {"pod-" + std::to_string(i)};
-    record.devices[0].prepared.attributes["type"] = std::string("cpu");
-    record.devices[0].share_id = kShare;
-    ASSERT_OK(checkpoint->Put(record));
-
-    CheckpointClaimsView view(checkpoint->store(), cdi_root, manifests.get());
-    ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims,
-                         view.ClaimsForPod("pod-" + std::to_string(i)));
-    ASSERT_THAT(claims, SizeIs(1));
-    ASSERT_THAT(claims[0].devices, SizeIs(1));
-    EXPECT_EQ(claims[0].devices[0].cpu_millis, c.cpu_millis);
-    EXPECT_EQ(claims[0].devices[0].memory_limit_bytes, c.memory_bytes);
+    ASSERT_OK_AND_ASSIGN(dra_kubelet::ResourceClaim claim, source.GetClaim("ml", name, uid));
+    ASSERT_THAT(claim.results, SizeIs(1));
+    EXPECT_EQ(claim.results[0].cpu_millis, c.cpu_millis);
+    EXPECT_EQ(claim.results[0].memory_bytes, c.memory_bytes);
   }
+}
+
+// A node upgraded from the previous format (state/tests/data/v2: checkpoint.json, its journal,
+// the record annotation, written by the devlet before edits were recorded) keeps its prepared
+// claims: the kubelet plugin's start (RefreshFiles) records each claim's edits and the CPU
+// claim's allocated CPU/memory (read once from its claim), writes them in the new format, and the
+// NRI view then serves them from state alone.
+TEST_F(AdaptersTest, CheckpointOfThePreviousFormatIsUpgradedAtStart) {
+  const fs::path state_dir = dir_ / "state";
+  fs::create_directories(state_dir);
+  for (const char* name : {"checkpoint.json", "checkpoint.journal"}) {
+    fs::copy_file(fs::path(DEVLET_STATE_TESTDATA) / "v2" / name, state_dir / name);
+  }
+  ASSERT_OK_AND_ASSIGN(auto manifests, kube::ManifestStore::Open({.dir = (dir_ / "m").string()}));
+  ASSERT_OK_AND_ASSIGN(std::vector<kube::Object> objects, kube::Decode(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: cpus, namespace: ml, uid: cpu-claim-uid}
+spec:
+  devices:
+    requests:
+    - name: cpu
+      exactly:
+        deviceClassName: cpu.devlet.io
+        capacity: {requests: {cpus: "1500m", memory: 2Gi}}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: cpu, driver: devlet.io, pool: node-1, device: cpu-numa1,
+         shareID: 8a1c2d3e-0000-4000-8000-000000000001, consumedCapacity: {cpus: "1500m", memory: 2Gi}}
+)",
+                                                                       {}));
+  ASSERT_OK(manifests->Create(objects[0]).status());
+  const std::string cdi_root = (dir_ / "cdi").string();
+  state::StoreOptions options{.dir = state_dir.string(), .journal_bytes = 16384};
+  {
+    ASSERT_OK_AND_ASSIGN(auto checkpoint,
+                         dra_kubelet::StateClaimRecordStore::Open(options, "devlet.io", cdi_root));
+    // Before the upgrade the view fails closed for the old records.
+    CheckpointClaimsView view(checkpoint->store());
+    ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
+    ASSERT_THAT(claims, SizeIs(2));
+    EXPECT_THAT(claims[0].error, ::testing::HasSubstr("no CDI edits are recorded"));
+
+    StoreClaimSource source(*manifests);
+    DevicesBackend backend({.pool = "node-1"});
+    dra_kubelet::CdiSpecWriter cdi(cdi_root);
+    dra_kubelet::ClaimPreparer preparer({.driver_name = "devlet.io"}, source, backend, cdi,
+                                        *checkpoint);
+    ASSERT_OK(preparer.RefreshFiles());
+  }
+  // Written in the new format: a fresh store (a restarted devlet) reads the recorded edits.
+  ASSERT_OK_AND_ASSIGN(auto checkpoint,
+                       dra_kubelet::StateClaimRecordStore::Open(options, "devlet.io", cdi_root));
+  ASSERT_OK_AND_ASSIGN(std::vector<dra_kubelet::ClaimRecord> records, checkpoint->List());
+  ASSERT_THAT(records, SizeIs(3));  // nothing prepared is lost (the PrepareStarted one included)
+  CheckpointClaimsView view(checkpoint->store());
+  ASSERT_OK_AND_ASSIGN(std::vector<nri::PreparedClaim> claims, view.ClaimsForPod("pod-uid"));
+  ASSERT_THAT(claims, SizeIs(2));
+  for (const nri::PreparedClaim& claim : claims) {
+    SCOPED_TRACE(claim.name);
+    EXPECT_EQ(claim.error, "");
+    ASSERT_THAT(claim.devices, SizeIs(1));
+    if (claim.name == "train") {
+      const nri::CdiEdits& edits = claim.devices[0].edits;
+      EXPECT_THAT(edits.env, Contains("A=1"));
+      // The container marker this devlet's CDI spec adds (state/container_marker.h).
+      EXPECT_THAT(edits.env, Contains(::testing::StartsWith("DEVLET_CLAIM_gpu_claim_uid_0=")));
+      ASSERT_THAT(edits.device_nodes, SizeIs(2));
+      EXPECT_EQ(edits.device_nodes[1].host_path, "/sim/dev/vfio/vfio");
+      ASSERT_THAT(edits.mounts, SizeIs(1));
+      EXPECT_EQ(claim.devices[0].cpu_millis, std::nullopt);
+    } else {
+      EXPECT_EQ(claim.name, "cpus");
+      EXPECT_EQ(claim.devices[0].cpu_millis, 1500);
+      EXPECT_EQ(claim.devices[0].memory_limit_bytes, 2LL << 30);
+    }
+  }
+  // Nothing left to upgrade: the journal has the upgrade's record and the snapshot is unchanged.
 }
 
 // Writes the checkpoint, journal, annotation and per-device journal formats of this devlet into

@@ -73,7 +73,7 @@ Node& BenchNode() {
                                         *n->checkpoint);
     auto results = preparer.Prepare({{"default", "gpu", "claim-gpu"}});
     if (!results["claim-gpu"].error.empty()) std::abort();
-    n->view = std::make_unique<CheckpointClaimsView>(n->checkpoint->store(), cdi_root);
+    n->view = std::make_unique<CheckpointClaimsView>(n->checkpoint->store());
     return n;
   }();
   return *node;

@@ -2,10 +2,12 @@
 
 #include <array>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "claim_json.h"
+#include "devlet/cdi/edits_json.h"
 #include "devlet/common/status.h"
 
 namespace devlet::state {
@@ -26,6 +28,12 @@ static json EncodeDevice(const PreparedDevice& d) {
               {"requests", d.requests}, {"cdiDeviceIDs", d.cdi_device_ids}};
   if (!d.share_id.empty()) out["shareID"] = d.share_id;
   if (!d.attributes.empty()) out["attributes"] = d.attributes;
+  if (d.edits)
+    out["edits"] = cdi::EncodeContainerEditsJson(*d.edits);
+  if (d.cpu_millis)
+    out["cpuMillis"] = *d.cpu_millis;
+  if (d.memory_bytes)
+    out["memoryBytes"] = *d.memory_bytes;
   return out;
 }
 
@@ -69,6 +77,18 @@ PreparedClaim DecodeClaim(const json& j) {
     device.cdi_device_ids = d.value("cdiDeviceIDs", std::vector<std::string>{});
     device.share_id = d.value("shareID", std::string());
     device.attributes = d.value("attributes", std::map<std::string, std::string>{});
+    if (auto it = d.find("edits"); it != d.end()) {
+      absl::StatusOr<cdi::ContainerEdits> edits = cdi::DecodeContainerEditsJson(
+          *it, "claim " + c.uid + " device " + device.device + " edits");
+      if (!edits.ok())
+        throw std::runtime_error(std::string(edits.status().message()));
+      device.edits = *std::move(edits);
+    }
+    if (auto it = d.find("cpuMillis"); it != d.end())
+      device.cpu_millis = it->get<std::int64_t>();
+    if (auto it = d.find("memoryBytes"); it != d.end()) {
+      device.memory_bytes = it->get<std::int64_t>();
+    }
     c.devices.push_back(std::move(device));
   }
   c.files = j.value("files", std::vector<std::string>{});

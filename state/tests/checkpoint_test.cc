@@ -32,6 +32,19 @@ Checkpoint Sample() {
                            .cdi_device_ids = {"k8s.devlet.dev/claim=6f1c-gpu-0"},
                            .attributes = {{"numaNode", "0"},
                                           {"resource.kubernetes.io/pciBusID", "0000:3b:00.0"}}});
+  // Resolved edits and allocated CPU/memory round-trip with the rest of the device.
+  cdi::ContainerEdits edits;
+  edits.env = {"DEVLET_DEVICE_GPU_0=node-a/gpu-0"};
+  edits.device_nodes.push_back({.path = "/dev/vfio/12"});
+  edits.hooks.push_back({.hook_name = "createContainer", .path = "/usr/bin/nvidia-ctk"});
+  claim.devices[0].edits = edits;
+  claim.devices.push_back({.driver = "devlet.dev",
+                           .pool = "node-a",
+                           .device = "cpu-0",
+                           .requests = {"cpu"},
+                           .edits = cdi::ContainerEdits{},
+                           .cpu_millis = 1500,
+                           .memory_bytes = std::int64_t{1} << 40});
   c.claims[claim.uid] = claim;
   PreparedClaim started{.uid = "u2", .namespace_name = "ns", .name = "c2"};
   c.claims[started.uid] = started;
@@ -62,6 +75,27 @@ TEST(CheckpointTest, ReadsVersionOne) {
   EXPECT_EQ(seq, 0u);
   ASSERT_TRUE(checkpoint.claims.contains("u1"));
   EXPECT_EQ(checkpoint.claims["u1"].state, ClaimState::kPrepareCompleted);
+}
+
+// Recorded edits of the wrong shape are kDataLoss naming the claim and device, like any other
+// checksum-valid entry devlet did not write.
+TEST(CheckpointTest, BadRecordedEditsAreDataLoss) {
+  Checkpoint c = Sample();
+  std::string text = EncodeCheckpoint(c, 1);
+  const std::string good = "\"edits\":{}";
+  ASSERT_NE(text.find(good), std::string::npos);
+  // Re-encode with a bad edits block and a checksum that matches it.
+  std::string data = text.substr(text.find("\"data\":") + 7);
+  data.pop_back();  // newline
+  data.pop_back();  // closing brace of the file object
+  data.replace(data.find(good), good.size(), "\"edits\":{\"env\":[7]}");
+  char crc[9];
+  std::snprintf(crc, sizeof(crc), "%08x", Crc32(data));
+  const std::string bad =
+      "{\"kind\":\"DevletCheckpoint\",\"version\":2,\"checksum\":\"crc32:" + std::string(crc) +
+      "\",\"data\":" + data + "}\n";
+  EXPECT_THAT(DecodeCheckpoint(bad, "f"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("device cpu-0 edits.env")));
 }
 
 TEST(CheckpointTest, Crc32MatchesZlib) {

@@ -9,6 +9,7 @@
 //   for (const AllocationResult& result : claim->results) { ... }
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,10 @@ struct AllocationResult {
   std::string device;
   std::optional<std::string> share_id;
   bool admin_access = false;
+  // consumedCapacity "cpus" (in millicpus) and "memory" (bytes), any domain prefix: what the
+  // allocation took from a CPU device; recorded so the container path reads no claim.
+  std::optional<std::int64_t> cpu_millis;
+  std::optional<std::int64_t> memory_bytes;
 };
 
 // ConfigSource says where an allocation config entry came from.

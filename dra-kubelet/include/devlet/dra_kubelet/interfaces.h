@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "devlet/cdi/spec.h"
 #include "devlet/common/status.h"
 #include "devlet/dra_kubelet/claim.h"
 
@@ -85,6 +86,9 @@ struct ContainerEdits {
 
   friend bool operator==(const ContainerEdits&, const ContainerEdits&) = default;
 };
+
+// ToCdiEdits converts edits to the CDI spec model (cdi/).
+cdi::ContainerEdits ToCdiEdits(const ContainerEdits& edits);
 
 // VersionValue wraps a semantic-version attribute so it differs from a plain string.
 struct VersionValue {
@@ -215,6 +219,14 @@ struct PreparedDeviceRecord {
   DeviceConfig config;  // Applied configuration.
   PreparedDevice prepared;  // Edits and metadata attributes, to regenerate files.
   std::vector<std::string> cdi_device_ids;  // As returned to the kubelet.
+  // The merged edits of every CDI device in cdi_device_ids (devlet's own, its metadata mount,
+  // the vendor's), resolved when the files were written: what the NRI plugin gives a container
+  // without reading any spec file. Unset before the files are written (and in records of an
+  // older devlet until ClaimPreparer::RefreshFiles upgrades them).
+  std::optional<cdi::ContainerEdits> container_edits;
+  // The allocation's consumedCapacity "cpus" (millicpus) and "memory" (bytes) of this device.
+  std::optional<std::int64_t> cpu_millis;
+  std::optional<std::int64_t> memory_bytes;
 };
 
 // ClaimRecord is the checkpoint entry of one claim.

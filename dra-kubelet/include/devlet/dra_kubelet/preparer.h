@@ -58,6 +58,9 @@ struct PreparerOptions {
   std::string serialize_lock_path;
   // ResourceClaim status.devices (KEP-4817); null: not published. Must outlive the preparer.
   ClaimStatusWriter* status_writer = nullptr;
+  // Where vendor CDI devices (PreparedDevice::vendor_cdi_device_ids) resolve, lowest priority
+  // first, when a device's container edits are recorded (the backend checked them at prepare).
+  std::vector<std::string> vendor_cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // kReadyConditionType is the condition the preparer sets on every prepared device.
@@ -146,7 +149,10 @@ class ClaimPreparer {
   // version renders from the record (EnsureFiles), e.g. CDI specs of an older devlet without the
   // container markers (state/container_marker.h): a container created or restarted after an
   // upgrade then gets what this version's NRI plugin reads. KubeletPlugin::Start calls it under
-  // the same locks as RemoveOrphanedFiles; an error names the claim.
+  // the same locks as RemoveOrphanedFiles; an error names the claim. Records of an older devlet
+  // without container edits are upgraded in one commit: their edits resolved (vendor devices in
+  // PreparerOptions::vendor_cdi_dirs) and, for claims with CPU devices, the allocation's CPU and
+  // memory read once from the ClaimSource.
   absl::Status RefreshFiles();
 
   // WaitForStatusWrites blocks until every status write queued so far has been attempted.
@@ -172,6 +178,8 @@ class ClaimPreparer {
   bool RollBack(const ClaimRecord& record);  // true when everything was undone
   absl::Status WriteFiles(ClaimRecord& record);
   absl::Status EnsureFiles(const ClaimRecord& record);
+  // AddConsumedCapacity fills the CPU/memory of `record`'s CPU devices from the current claim.
+  void AddConsumedCapacity(ClaimRecord& record);
   absl::Status RemoveFiles(const ClaimRecord& record);
   void QueueStatus(StatusUpdate update);  // call with mutex_ held: keeps commit order
   void RunStatusWriter();

@@ -13,7 +13,7 @@
 //   StoreClaimSource claims(store);
 //   DevicesBackend backend({.pool = node_name, .sysfs = sysfs.get(), .journal_dir = dir});
 //   backend.SetDevices(device_set);
-//   CheckpointClaimsView view(checkpoint->store(), cdi_root, numa_of_cpu_devices);
+//   CheckpointClaimsView view(checkpoint->store());
 #pragma once
 
 #include <cstdint>
@@ -105,21 +105,19 @@ class DevicesBackend final : public dra_kubelet::DeviceBackend {
   devices::DeviceSet set_;
 };
 
-// CheckpointClaimsView answers the NRI plugin from the state/ checkpoint: the claims recorded as
-// PrepareCompleted for a pod, each device with its CDI device IDs, the CDI edits resolved from the
-// claim's own CDI spec files, and its NUMA node (attribute resource.kubernetes.io/numaNode). A
-// checkpoint that cannot be read is an error; a claim whose CDI spec files (under `cdi_root`)
-// cannot be read or decoded, or whose devices' CDI IDs do not resolve in them, comes back with
-// PreparedClaim::error naming the file or device (fail closed: a container naming the claim is
-// not created; one that does not name it is unaffected).
+// CheckpointClaimsView answers the NRI plugin from the state/ checkpoint alone: the claims
+// recorded as PrepareCompleted for a pod, each device with its CDI device IDs, the container
+// edits recorded when it was prepared (state::PreparedDevice::edits: no CDI spec is read and no
+// claim fetched on the container path), and its NUMA node (attribute
+// resource.kubernetes.io/numaNode). A checkpoint that cannot be read is an error; a claim with a
+// device whose edits are not recorded comes back with PreparedClaim::error naming the device
+// (fail closed: a container naming the claim is not created; one that does not name it is
+// unaffected).
 //
-// DRA-allocated CPU and memory: for each CPU device (attribute type=cpu) of a claim, the
-// capacity its allocation consumed (status.allocation.devices.results[].consumedCapacity
-// "cpus" and "memory" of the result with that pool, device and share ID, read once per claim
-// UID from `claims` and cached: an allocation never changes under one UID) becomes the device's
-// cpu_millis and memory_limit_bytes (the NRI plugin turns them into CFS quota, shares and a
-// memory limit of the containers that get the device; its numaNode aligns the cpuset). Without
-// `claims`, or when the claim cannot be read, only the NUMA alignment applies.
+// DRA-allocated CPU and memory: a CPU device's (attribute type=cpu) recorded consumed capacity
+// ("cpus", "memory") becomes its cpu_millis and memory_limit_bytes (the NRI plugin turns them
+// into CFS quota, shares and a memory limit of the containers that get the device; its numaNode
+// aligns the cpuset).
 //
 // Network data (KEP-5304 deferred metadata): at RunPodSandbox, for each claim prepared for that
 // pod alone, every network device (attribute type nic or vf) with a netdev on the host gets
@@ -137,9 +135,8 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
   using NetworkUpdater = std::function<absl::Status(
       const std::string& claim_uid, const std::vector<dra_kubelet::DeviceNetworkUpdate>& updates)>;
 
-  // `store` (and `claims`, may be null) must outlive the view.
-  CheckpointClaimsView(state::CheckpointStore& store, std::string cdi_root,
-                       kube::ObjectStore* claims = nullptr);
+  // `store` must outlive the view.
+  explicit CheckpointClaimsView(state::CheckpointStore& store);
 
   // SetNetworkUpdater enables network data at RunPodSandbox; `sysfs` (not owned, may be null:
   // the discovered attributes only) is read for each function's netdev. Call before NRI starts.
@@ -152,35 +149,17 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
   // never below the kubelet's). The NUMA alignment stays. Call before NRI starts.
   void SetKubeletSizesDraResources(bool on) { kubelet_sizes_dra_resources_ = on; }
 
-  // SetVendorCdiDirs: where the vendor CDI devices of a claim's devices resolve (the edits
-  // policy); default /etc/cdi, /var/run/cdi. Call before NRI starts.
-  void SetVendorCdiDirs(std::vector<std::string> dirs) { vendor_cdi_dirs_ = std::move(dirs); }
-
   absl::StatusOr<std::vector<nri::PreparedClaim>> ClaimsForPod(
       std::string_view pod_uid) const override;
   absl::Status PodNetworkReady(const nri::PodNetwork& network) const override;
 
  private:
-  // CpuAllocation is what a claim's allocation consumed from one CPU device.
-  struct CpuAllocation {
-    std::optional<std::int64_t> cpu_millis;
-    std::optional<std::int64_t> memory_bytes;
-  };
-  // DeviceKey is (pool, device, share ID).
-  using DeviceKey = std::tuple<std::string, std::string, std::string>;
-  using CpuAllocations = std::map<DeviceKey, CpuAllocation>;
-  CpuAllocations CpuAllocationOf(const state::PreparedClaim& claim) const;
   nri::PreparedClaim ToNriClaim(const state::PreparedClaim& claim) const;
 
   state::CheckpointStore& store_;
-  std::string cdi_root_;
-  kube::ObjectStore* claims_;
-  mutable std::mutex cache_mu_;
-  mutable std::map<std::string, CpuAllocations> cache_;  // by claim UID
   NetworkUpdater network_updater_;
   const devices::Sysfs* sysfs_ = nullptr;
   bool kubelet_sizes_dra_resources_ = false;
-  std::vector<std::string> vendor_cdi_dirs_ = {"/etc/cdi", "/var/run/cdi"};
 };
 
 // PodIpToCidr turns an address the runtime reports for a pod ("10.244.1.7", "fd00::7", or

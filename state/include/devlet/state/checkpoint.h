@@ -16,11 +16,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "devlet/cdi/spec.h"
 
 namespace devlet::state {
 
@@ -47,6 +49,15 @@ struct PreparedDevice {
   // Generic facts about the device, e.g. "numaNode" -> "0",
   // "resource.kubernetes.io/pciBusID" -> "0000:3b:00.0", "cpus" -> "0-7".
   std::map<std::string, std::string> attributes;
+  // What a container that gets the device receives: the merged edits of every CDI device in
+  // `cdi_device_ids` (devlet's own, its device-metadata mount, a vendor's), resolved when the
+  // claim was prepared, so that the container path reads nothing else. Unset: not recorded (a
+  // record from a devlet before this field, not yet upgraded by the kubelet plugin's start).
+  std::optional<cdi::ContainerEdits> edits;
+  // CPU (millicpus) and memory (bytes) the allocation consumed from the device
+  // (status.allocation.devices.results[].consumedCapacity "cpus" / "memory"); unset: none.
+  std::optional<std::int64_t> cpu_millis;
+  std::optional<std::int64_t> memory_bytes;
 
   bool operator==(const PreparedDevice&) const = default;
 };

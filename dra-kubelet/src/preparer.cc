@@ -529,65 +529,73 @@ bool ClaimPreparer::RollBack(const ClaimRecord& record) {
   return status.ok();
 }
 
-void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
-  auto start = std::chrono::steady_clock::now();
-  // One Work per distinct claim UID across the batch (two pods may share a claim).
+// Batch is one run of RunBatch: one Work per distinct claim UID across the kubelet calls it
+// serves (two pods may share a claim), in the order the calls named them.
+struct ClaimPreparer::Batch {
   std::map<std::string, Work> works;
   std::vector<std::string> order;
-  for (const auto& pending : batch) {
-    for (const ClaimRef& ref : pending->order) {
-      if (works.count(ref.uid) > 0) continue;
-      Work& work = works[ref.uid];
-      work.ref = ref;
-      work.claim = &pending->claims.at(ref.uid);
-      order.push_back(ref.uid);
-    }
-  }
-  auto fail_all = [&](const absl::Status& status) {
+
+  // FailAll fails every claim that has not failed yet with `status`.
+  void FailAll(const absl::Status& status) {
     for (auto& [uid, work] : works) {
       if (work.kind != Work::Kind::kFailed || work.status.ok()) {
         work.kind = Work::Kind::kFailed;
         work.status = status;
       }
     }
-  };
-  auto deliver = [&] {
-    for (const auto& pending : batch) {
-      for (const ClaimRef& ref : pending->order) {
-        const Work& work = works.at(ref.uid);
-        PrepareResult& result = pending->results[ref.uid];
-        if (work.kind == Work::Kind::kFailed) {
-          result.error = Message(work.status);
-        } else {
-          result.devices = ToKubeletDevices(work.record);
-        }
+  }
+  // Recorded reports whether `work`'s record is written at PrepareStarted: a fresh claim, or a
+  // repeated one with new pods.
+  static bool Recorded(const Work& work) {
+    return work.kind == Work::Kind::kFresh ||
+           (work.kind == Work::Kind::kRepeat && work.record_changed);
+  }
+};
+
+ClaimPreparer::Batch ClaimPreparer::CollectWork(
+    const std::vector<std::unique_ptr<Pending>>& calls) {
+  Batch batch;
+  for (const auto& pending : calls) {
+    for (const ClaimRef& ref : pending->order) {
+      if (batch.works.count(ref.uid) > 0) continue;
+      Work& work = batch.works[ref.uid];
+      work.ref = ref;
+      work.claim = &pending->claims.at(ref.uid);
+      batch.order.push_back(ref.uid);
+    }
+  }
+  return batch;
+}
+
+void ClaimPreparer::Deliver(const Batch& batch, std::vector<std::unique_ptr<Pending>>& calls) {
+  for (const auto& pending : calls) {
+    for (const ClaimRef& ref : pending->order) {
+      const Work& work = batch.works.at(ref.uid);
+      PrepareResult& result = pending->results[ref.uid];
+      if (work.kind == Work::Kind::kFailed) {
+        result.error = Message(work.status);
+      } else {
+        result.devices = ToKubeletDevices(work.record);
       }
     }
-  };
-
-  std::lock_guard lock(mutex_);
-  SerializeLock file_lock(options_.serialize_lock_path);
-  if (!file_lock.status().ok()) {
-    fail_all(file_lock.status());
-    deliver();
-    return;
   }
+}
+
+absl::StatusOr<std::map<std::string, ClaimRecord>> ClaimPreparer::LoadCheckpoint() {
+  absl::StatusOr<std::vector<ClaimRecord>> all = checkpoint_.List();
+  if (!all.ok()) return WithContext(all.status(), "reading the checkpoint");
   std::map<std::string, ClaimRecord> checkpoint;
-  if (absl::StatusOr<std::vector<ClaimRecord>> all = checkpoint_.List(); all.ok()) {
-    for (ClaimRecord& record : *all) {
-      std::string uid = record.claim.uid;
-      checkpoint.emplace(std::move(uid), std::move(record));
-    }
-  } else {
-    fail_all(WithContext(all.status(), "reading the checkpoint"));
-    deliver();
-    return;
+  for (ClaimRecord& record : *all) {
+    std::string uid = record.claim.uid;
+    checkpoint.emplace(std::move(uid), std::move(record));
   }
+  return checkpoint;
+}
 
-  // 1. Check every claim and plan its record.
+void ClaimPreparer::PlanAll(Batch& batch, const std::map<std::string, ClaimRecord>& checkpoint) {
   std::vector<const ClaimRecord*> planned;
-  for (const std::string& uid : order) {
-    Work& work = works.at(uid);
+  for (const std::string& uid : batch.order) {
+    Work& work = batch.works.at(uid);
     work.status = Plan(work, checkpoint, planned);
     if (!work.status.ok()) {
       work.kind = Work::Kind::kFailed;
@@ -595,62 +603,58 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
     }
     if (work.kind == Work::Kind::kFresh) planned.push_back(&work.record);
   }
+}
 
-  // 2. Devices an earlier attempt prepared that the allocation no longer has are released, then
-  //    PrepareStarted of every fresh claim (and new pods of repeated ones) in one durable write.
+absl::Status ClaimPreparer::ReleaseDroppedDevices(Work& work) {
+  if (work.kind != Work::Kind::kFresh || !work.previous) return absl::OkStatus();
+  for (const PreparedDeviceRecord& old : work.previous->devices) {
+    bool kept = std::any_of(work.record.devices.begin(), work.record.devices.end(),
+                            [&](const PreparedDeviceRecord& d) { return SameDevice(d, old); });
+    if (kept) continue;
+    DEVLET_RETURN_IF_ERROR(WithContext(
+        backend_.Unprepare({work.ref.uid, old.pool, old.device, old.share_id, old.config}),
+        "ResourceClaim " + work.ref.Display() + ": releasing device " + old.pool + "/" +
+            old.device + " that an earlier attempt prepared"));
+  }
+  return absl::OkStatus();
+}
+
+void ClaimPreparer::RecordStarted(Batch& batch) {
   std::vector<ClaimRecord> started;
-  for (const std::string& uid : order) {
-    Work& work = works.at(uid);
-    if (work.kind == Work::Kind::kFresh && work.previous) {
-      for (const PreparedDeviceRecord& old : work.previous->devices) {
-        bool kept = std::any_of(work.record.devices.begin(), work.record.devices.end(),
-                                [&](const PreparedDeviceRecord& d) { return SameDevice(d, old); });
-        if (kept) continue;
-        work.status = WithContext(
-            backend_.Unprepare({uid, old.pool, old.device, old.share_id, old.config}),
-            "ResourceClaim " + work.ref.Display() + ": releasing device " + old.pool + "/" +
-                old.device + " that an earlier attempt prepared");
-        if (!work.status.ok()) {
-          work.kind = Work::Kind::kFailed;
-          break;
-        }
-      }
+  for (const std::string& uid : batch.order) {
+    Work& work = batch.works.at(uid);
+    if (absl::Status released = ReleaseDroppedDevices(work); !released.ok()) {
+      work.kind = Work::Kind::kFailed;
+      work.status = released;
     }
-    if (work.kind == Work::Kind::kFresh ||
-        (work.kind == Work::Kind::kRepeat && work.record_changed)) {
-      started.push_back(work.record);
-    }
+    if (Batch::Recorded(work)) started.push_back(work.record);
   }
-  if (!started.empty()) {
-    // PrepareStarted guards the side effects against a crash. A kill -9 cannot lose it even
-    // unsynced (the written record is in the page cache), only a power cut or kernel crash can.
-    // When the backend's device state does not survive a reboot (kernel state: driver bindings,
-    // VF counts, mediated devices), a power cut that loses the record also undoes what it
-    // guarded, so the record need not reach the disk before the side effects: it is written now
-    // and synced with PrepareCompleted (or by the store's background flush). The files that do
-    // persist (device-metadata files, a CDI root on disk) are removed at the next start when no
-    // record names them (RemoveOrphanedFiles). A backend whose effects persist keeps the sync.
-    absl::Status status = backend_.PreparedStateSurvivesReboot()
-                              ? checkpoint_.Commit(started, {})
-                              : checkpoint_.CommitDeferred(started, {});
-    if (!status.ok()) {
-      for (const std::string& uid : order) {
-        Work& work = works.at(uid);
-        if (work.kind == Work::Kind::kFresh ||
-            (work.kind == Work::Kind::kRepeat && work.record_changed)) {
-          work.kind = Work::Kind::kFailed;
-          work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
-                                                ": recording PrepareStarted");
-        }
-      }
-    }
+  if (started.empty()) return;
+  // PrepareStarted guards the side effects against a crash. A kill -9 cannot lose it even
+  // unsynced (the written record is in the page cache), only a power cut or kernel crash can.
+  // When the backend's device state does not survive a reboot (kernel state: driver bindings,
+  // VF counts, mediated devices), a power cut that loses the record also undoes what it
+  // guarded, so the record need not reach the disk before the side effects: it is written now
+  // and synced with PrepareCompleted (or by the store's background flush). The files that do
+  // persist (device-metadata files, a CDI root on disk) are removed at the next start when no
+  // record names them (RemoveOrphanedFiles). A backend whose effects persist keeps the sync.
+  absl::Status status = backend_.PreparedStateSurvivesReboot()
+                            ? checkpoint_.Commit(started, {})
+                            : checkpoint_.CommitDeferred(started, {});
+  if (status.ok()) return;
+  for (const std::string& uid : batch.order) {
+    Work& work = batch.works.at(uid);
+    if (!Batch::Recorded(work)) continue;
+    work.kind = Work::Kind::kFailed;
+    work.status =
+        WithContext(status, "ResourceClaim " + work.ref.Display() + ": recording PrepareStarted");
   }
+}
 
-  // 3. Prepare devices and write files; failures are rolled back claim by claim.
-  std::vector<ClaimRecord> completed;
-  std::vector<std::string> rolled_back;
-  for (const std::string& uid : order) {
-    Work& work = works.at(uid);
+void ClaimPreparer::PrepareAll(Batch& batch, std::vector<ClaimRecord>& completed,
+                               std::vector<std::string>& rolled_back) {
+  for (const std::string& uid : batch.order) {
+    Work& work = batch.works.at(uid);
     if (work.kind == Work::Kind::kRepeat) {
       work.status = WithContext(EnsureFiles(work.record), "ResourceClaim " + work.ref.Display());
       if (!work.status.ok()) work.kind = Work::Kind::kFailed;
@@ -668,30 +672,72 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
     work.record.state = ClaimState::kPrepareCompleted;
     completed.push_back(work.record);
   }
+}
 
-  // 4. PrepareCompleted of the whole batch in one durable write (with the rolled-back entries
-  //    removed). If it fails, nothing of this batch counts as prepared: undo it all.
-  if (!completed.empty() || !rolled_back.empty()) {
-    absl::Status status = checkpoint_.Commit(completed, rolled_back);
-    if (!status.ok()) {
-      std::vector<std::string> undo = rolled_back;
-      for (const ClaimRecord& record : completed) {
-        Work& work = works.at(record.claim.uid);
-        work.kind = Work::Kind::kFailed;
-        work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
-                                              ": recording PrepareCompleted");
-        if (RollBack(work.record)) undo.push_back(record.claim.uid);
-      }
-      if (absl::Status again = undo.empty() ? absl::OkStatus() : checkpoint_.Commit({}, undo);
-          !again.ok()) {
-        log::Logger().Error(again, "Removing checkpoint entries of a failed prepare failed; a "
-                                   "later unprepare or prepare finishes the job",
-                            "claims", undo.size());
-      }
-      completed.clear();
+void ClaimPreparer::RecordCompleted(Batch& batch, std::vector<ClaimRecord>& completed,
+                                    const std::vector<std::string>& rolled_back) {
+  if (completed.empty() && rolled_back.empty()) return;
+  absl::Status status = checkpoint_.Commit(completed, rolled_back);
+  if (status.ok()) return;
+  std::vector<std::string> undo = rolled_back;
+  for (const ClaimRecord& record : completed) {
+    Work& work = batch.works.at(record.claim.uid);
+    work.kind = Work::Kind::kFailed;
+    work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
+                                          ": recording PrepareCompleted");
+    if (RollBack(work.record)) undo.push_back(record.claim.uid);
+  }
+  if (absl::Status again = undo.empty() ? absl::OkStatus() : checkpoint_.Commit({}, undo);
+      !again.ok()) {
+    log::Logger().Error(again,
+                        "Removing checkpoint entries of a failed prepare failed; a later "
+                        "unprepare or prepare finishes the job",
+                        "claims", undo.size());
+  }
+  completed.clear();
+}
+
+void ClaimPreparer::LogBatch(const Batch& batch, std::chrono::steady_clock::time_point start) {
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+  for (const std::string& uid : batch.order) {
+    const Work& work = batch.works.at(uid);
+    if (work.kind == Work::Kind::kFailed) {
+      log::Logger().Error(work.status, "Preparing claim failed", "claim", work.ref.Display(),
+                          "uid", uid);
+    } else {
+      log::Logger().V(2).Info("Prepared claim", "claim", work.ref.Display(), "uid", uid,
+                              "devices", work.record.devices.size(), "batch", batch.order.size(),
+                              "batchMicros", micros);
     }
   }
+}
 
+void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& calls) {
+  const auto start = std::chrono::steady_clock::now();
+  Batch batch = CollectWork(calls);
+  std::lock_guard lock(mutex_);
+  SerializeLock file_lock(options_.serialize_lock_path);
+  absl::StatusOr<std::map<std::string, ClaimRecord>> checkpoint =
+      file_lock.status().ok() ? LoadCheckpoint() : file_lock.status();
+  if (!checkpoint.ok()) {
+    batch.FailAll(checkpoint.status());
+    Deliver(batch, calls);
+    return;
+  }
+  // 1. Check every claim and plan its record.
+  PlanAll(batch, *checkpoint);
+  // 2. Devices an earlier attempt prepared that the allocation no longer has are released, then
+  //    PrepareStarted of every fresh claim (and new pods of repeated ones) in one write.
+  RecordStarted(batch);
+  // 3. Prepare devices and write files; failures are rolled back claim by claim.
+  std::vector<ClaimRecord> completed;
+  std::vector<std::string> rolled_back;
+  PrepareAll(batch, completed, rolled_back);
+  // 4. PrepareCompleted of the whole batch in one durable write (with the rolled-back entries
+  //    removed). If it fails, nothing of this batch counts as prepared: undo it all.
+  RecordCompleted(batch, completed, rolled_back);
   // 5. status.devices of newly prepared claims, in commit order, off this thread.
   if (options_.status_writer != nullptr) {
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
@@ -699,21 +745,8 @@ void ClaimPreparer::RunBatch(std::vector<std::unique_ptr<Pending>>& batch) {
       QueueStatus({record.claim, ReadyDeviceStatuses(record, now)});
     }
   }
-  deliver();
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-  for (const std::string& uid : order) {
-    const Work& work = works.at(uid);
-    if (work.kind == Work::Kind::kFailed) {
-      log::Logger().Error(work.status, "Preparing claim failed", "claim", work.ref.Display(),
-                          "uid", uid);
-    } else {
-      log::Logger().V(2).Info("Prepared claim", "claim", work.ref.Display(), "uid", uid,
-                              "devices", work.record.devices.size(), "batch", order.size(),
-                              "batchMicros", micros);
-    }
-  }
+  Deliver(batch, calls);
+  LogBatch(batch, start);
 }
 
 void ClaimPreparer::PrepareAsync(const std::vector<ClaimRef>& refs, PrepareDone done) {

@@ -176,7 +176,20 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     if (options_.state_dir.empty()) {
       options_.state_dir = options_.plugins_dir + "/" + options_.driver_name;
     }
-    // 1. Discovery.
+    DEVLET_ASSIGN_OR_RETURN(const devices::DeviceSet set, Discover());
+    DEVLET_RETURN_IF_ERROR(MakeStateDir());
+    DEVLET_RETURN_IF_ERROR(StartBackend(set));
+    DEVLET_RETURN_IF_ERROR(StartSlices(set));
+    DEVLET_RETURN_IF_ERROR(StartKubeletPlugin());
+    StartNri();  // after registration
+    StartWatcher();
+    return absl::OkStatus();
+  }
+
+  // Start's steps, in order.
+
+  // Discover finds the node's devices (1): the discoverer, profiles and the first rescan.
+  absl::StatusOr<devices::DeviceSet> Discover() {
     devices::DiscoveryOptions discovery;
     discovery.sysfs_root = options_.sysfs_root;
     discovery.topology_xml = options_.topology_xml;
@@ -203,6 +216,11 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     if (options_.sysfs_root == "/sys" && options_.topology_xml.empty()) {
       procfs_ = devices::NewRealSysfs("/proc");  // NVIDIA's unbindLock and device minors
     }
+    return set;
+  }
+
+  // MakeStateDir creates the plugin's data directory.
+  absl::Status MakeStateDir() {
     std::error_code ec;
     // 0750 whatever the umask: fs::create_directories made the plugin's data directory 0777
     // under umask 0 (the DRA socket and the checkpoint live here).
@@ -216,6 +234,11 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
         return ErrnoToStatus(errno, "creating the state directory " + current.string());
       }
     }
+    return absl::OkStatus();
+  }
+
+  // StartBackend opens the SR-IOV ledger and makes the device backend and the health monitor.
+  absl::Status StartBackend(const devices::DeviceSet& set) {
     DEVLET_ASSIGN_OR_RETURN(
         sriov_ledger_, Context(devices::SriovLedger::Open(options_.state_dir + "/sriov-ledger"),
                                "opening the SR-IOV ledger"));
@@ -234,8 +257,11 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
       health_monitor_ = std::make_unique<devices::HealthMonitor>(*sysfs_);
       CheckHealth(/*publish=*/false);
     }
+    return absl::OkStatus();
+  }
 
-    // 2. Slices.
+  // StartSlices publishes the first ResourceSlices and watches ours (2).
+  absl::Status StartSlices(const devices::DeviceSet& set) {
     SliceOptions slice_options{.driver = options_.driver_name, .node_name = options_.node_name};
     slice_options.require_node = options_.wait_for_node;
     slice_options.features = options_.features;
@@ -260,8 +286,11 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
         logger_.Error(watch.status(), "Cannot watch our ResourceSlices; repairing them at rescans");
       }
     }
+    return absl::OkStatus();
+  }
 
-    // 3. Node state and the kubelet plugin.
+  // StartKubeletPlugin opens the node state and serves the kubelet plugin (3).
+  absl::Status StartKubeletPlugin() {
     DEVLET_ASSIGN_OR_RETURN(checkpoint_, Context(dra_kubelet::StateClaimRecordStore::Open(
                                                          options_.state_dir, options_.driver_name,
                                                          options_.cdi_root),
@@ -297,8 +326,12 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
                          "starting the kubelet plugin"));
     logger_.Info("Kubelet plugin serving", "dra", plugin_->DraSocketPath(), "registration",
                  plugin_->RegistrarSocketPath());
+    return absl::OkStatus();
+  }
 
-    // 4. NRI, after registration.
+  // StartNri makes the NRI plugin over the node state and joins the runtime when there is one
+  // (4): after the kubelet's registration.
+  void StartNri() {
     view_ = std::make_unique<CheckpointClaimsView>(checkpoint_->store());
     // RunPodSandbox: network devices learn the pod's network; the preparer that wrote the
     // metadata files rewrites them from its record (one writer, same rendering).
@@ -326,8 +359,10 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     } else {
       logger_.Info("NRI disabled (no --nri-socket and no NRI_PLUGIN_SOCKET)");
     }
+  }
 
-    // 5. The device watcher and the control loop.
+  // StartWatcher starts the device watcher and the control loop (5).
+  void StartWatcher() {
     devices::UeventSource* source = options_.uevent_source;
     if (source == nullptr && options_.sysfs_root == "/sys" && options_.topology_xml.empty()) {
       absl::StatusOr<std::unique_ptr<devices::UeventSource>> netlink =
@@ -348,7 +383,6 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
       watcher_->Start([this](const devices::DeviceChange& change) { OnDevicesChanged(change); });
     }
     loop_thread_ = std::thread([this] { Loop(); });
-    return absl::OkStatus();
   }
 
   void Stop() {

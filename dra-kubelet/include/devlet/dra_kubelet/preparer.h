@@ -25,6 +25,7 @@
 //   std::map<std::string, PrepareResult> results = preparer.Prepare(refs);
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -171,7 +172,23 @@ class ClaimPreparer {
     std::vector<DeviceStatus> devices;  // empty: clear our entries
   };
 
-  void RunBatch(std::vector<std::unique_ptr<Pending>>& batch);
+  struct Batch;
+
+  // RunBatch prepares the claims of the kubelet calls queued together, in the steps below:
+  // CollectWork, LoadCheckpoint, PlanAll, RecordStarted (with ReleaseDroppedDevices),
+  // PrepareAll, RecordCompleted, then the status queue, Deliver and LogBatch.
+  void RunBatch(std::vector<std::unique_ptr<Pending>>& calls);
+  static Batch CollectWork(const std::vector<std::unique_ptr<Pending>>& calls);
+  static void Deliver(const Batch& batch, std::vector<std::unique_ptr<Pending>>& calls);
+  absl::StatusOr<std::map<std::string, ClaimRecord>> LoadCheckpoint();
+  void PlanAll(Batch& batch, const std::map<std::string, ClaimRecord>& checkpoint);
+  absl::Status ReleaseDroppedDevices(Work& work);
+  void RecordStarted(Batch& batch);
+  void PrepareAll(Batch& batch, std::vector<ClaimRecord>& completed,
+                  std::vector<std::string>& rolled_back);
+  void RecordCompleted(Batch& batch, std::vector<ClaimRecord>& completed,
+                       const std::vector<std::string>& rolled_back);
+  static void LogBatch(const Batch& batch, std::chrono::steady_clock::time_point start);
   absl::Status Plan(Work& work, const std::map<std::string, ClaimRecord>& checkpoint,
                     const std::vector<const ClaimRecord*>& planned);
   absl::Status PrepareDevices(ClaimRecord& record);

@@ -130,7 +130,8 @@ profiles:
   EXPECT_FALSE(c.mapping->device_multiplier.has_value());
   EXPECT_FALSE(c.overhead.has_value());
   EXPECT_EQ(cpu.node_allocatable_resources.at("memory").mapping->capacity_key, "memory");
-  const kube::NodeAllocatableResource& g = find(on, "gpu-5").node_allocatable_resources.at("memory");
+  const kube::Device gpu = find(on, "gpu-5");
+  const kube::NodeAllocatableResource& g = gpu.node_allocatable_resources.at("memory");
   EXPECT_FALSE(g.mapping.has_value());
   EXPECT_EQ(g.overhead->per_pod->str(), "2Gi");
   EXPECT_EQ(g.overhead->per_container->str(), "256Mi");

@@ -9,14 +9,15 @@
 #include "devlet/cdi/spec_dir.h"
 #include "devlet/cdi/testing/forwarding_file_system.h"
 #include "devlet/common/testing/status_matchers.h"
-#include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #include "test_util.h"
 
 namespace devlet::dra_kubelet {
 namespace {
 
+using ::devlet::dra_kubelet::testing::SimulatedBackend;
 using ::devlet::testing::IsOk;
 using testing::TempDir;
 using ::testing::Contains;

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "devlet/common/testing/status_matchers.h"
-#include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/testing/kubelet_client.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #include "dra-health/v1/api.grpc.pb.h"
 #include "dra-health/v1alpha1/api.grpc.pb.h"
 #include "dra/v1/api.grpc.pb.h"
@@ -19,6 +19,9 @@
 namespace devlet::dra_kubelet {
 namespace {
 
+using ::devlet::dra_kubelet::testing::FileClaimRecordStore;
+using ::devlet::dra_kubelet::testing::JsonCdiWriter;
+using ::devlet::dra_kubelet::testing::SimulatedBackend;
 using ::devlet::testing::IsOk;
 using ::devlet::testing::StatusIs;
 using testing::FakeClaimSource;

@@ -44,9 +44,9 @@
 
 #include "devlet/common/log.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
-#include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #include "devlet/kube/client.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "test_util.h"
@@ -54,6 +54,7 @@
 namespace devlet::dra_kubelet {
 namespace {
 
+using ::devlet::dra_kubelet::testing::SimulatedBackend;
 namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
 
 constexpr char kDriver[] = "gpu.devlet.test";

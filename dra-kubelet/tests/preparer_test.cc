@@ -11,12 +11,15 @@
 #include <thread>
 
 #include "devlet/common/testing/status_matchers.h"
-#include "devlet/dra_kubelet/local.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #include "test_util.h"
 
 namespace devlet::dra_kubelet {
 namespace {
 
+using ::devlet::dra_kubelet::testing::FileClaimRecordStore;
+using ::devlet::dra_kubelet::testing::JsonCdiWriter;
+using ::devlet::dra_kubelet::testing::SimulatedBackend;
 using ::devlet::testing::IsOk;
 using ::devlet::testing::IsOkAndHolds;
 using ::devlet::testing::StatusIs;

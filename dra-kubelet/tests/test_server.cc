@@ -19,9 +19,9 @@
 #include "devlet/common/flags.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
-#include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
 #include "devlet/cdi/testing/forwarding_file_system.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
@@ -31,6 +31,10 @@
 namespace {
 
 using namespace devlet::dra_kubelet;
+using ::devlet::dra_kubelet::testing::FileClaimRecordStore;
+using ::devlet::dra_kubelet::testing::FileClaimSource;
+using ::devlet::dra_kubelet::testing::JsonCdiWriter;
+using ::devlet::dra_kubelet::testing::SimulatedBackend;
 
 // CrashPlan kills this process with SIGKILL (kill -9, no cleanup) at the n-th call of one
 // operation, before it runs or, with ":after", right after: "--crash-at=checkpoint.put:2:after".

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "devlet/dra_kubelet/devlet_adapters.h"
-#include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/preparer.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #include "devlet/node/adapters.h"
 #include "devlet/nri/devlet_plugin.h"
 #include "devlet/nri/stub.h"
@@ -66,8 +66,8 @@ Node& BenchNode() {
     n->checkpoint = *dra_kubelet::StateClaimRecordStore::Open(n->dir + "/state", "devlet.io",
                                                                cdi_root);
     static OneClaim claims;
-    static dra_kubelet::SimulatedBackend backend("node-1",
-                                                 dra_kubelet::SimulatedBackend::Gpus(1));
+    static dra_kubelet::testing::SimulatedBackend backend(
+        "node-1", dra_kubelet::testing::SimulatedBackend::Gpus(1));
     static dra_kubelet::CdiSpecWriter cdi(cdi_root);
     dra_kubelet::ClaimPreparer preparer({.driver_name = "devlet.io"}, claims, backend, cdi,
                                         *n->checkpoint);

@@ -87,8 +87,7 @@ bool Connection::closed() const {
 
 bool Connection::WaitClosed(std::chrono::nanoseconds timeout) {
   std::unique_lock<std::mutex> lock(state_mu_);
-  state_cv_.wait_for(lock, timeout, [&] { return closed_; });
-  return closed_;
+  return state_cv_.wait_for(lock, timeout, [&] { return torn_down_; });
 }
 
 absl::Status Connection::close_reason() const {
@@ -209,6 +208,11 @@ void Connection::Teardown(const absl::Status& why) {
   if (options_.on_close) {
     options_.on_close(why);
   }
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    torn_down_ = true;
+  }
+  state_cv_.notify_all();
   {
     std::lock_guard<std::mutex> lock(tasks_mu_);
     stopping_ = true;

@@ -13,15 +13,16 @@
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/dra_kubelet/claim_status.h"
 #include "devlet/dra_kubelet/devlet_adapters.h"
-#include "devlet/dra_kubelet/local.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
 #include "devlet/dra_kubelet/testing/kubelet_client.h"
+#include "devlet/dra_kubelet/testing/local.h"
 #include "test_util.h"
 
 namespace devlet::dra_kubelet {
 namespace {
 
+using ::devlet::dra_kubelet::testing::SimulatedBackend;
 using ::devlet::testing::IsOk;
 using ::devlet::testing::IsOkAndHolds;
 using ::devlet::testing::StatusIs;

@@ -4,9 +4,9 @@
 // plugin can be built and tested on its own and each real implementation is a thin adapter:
 //
 //   ClaimSource      reads ResourceClaims (API client or manifest directory: kube/)
-//   DeviceBackend    prepares and releases devices (devices/; SimulatedBackend here)
-//   CdiWriter        writes transient CDI spec files (cdi/; JsonCdiWriter here)
-//   ClaimRecordStore the crash-safe prepared-claim record (state/; FileClaimRecordStore here)
+//   DeviceBackend    prepares and releases devices (devices/; testing/local.h for tests)
+//   CdiWriter        writes transient CDI spec files (cdi/; testing/local.h for tests)
+//   ClaimRecordStore the crash-safe prepared-claim record (state/; testing/local.h for tests)
 //   HealthSource     device health for the KEP-4680 stream
 //   ClaimStatusWriter  ResourceClaim status.devices (KEP-4817; kube/ API server or manifests)
 //

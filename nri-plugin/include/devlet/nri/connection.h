@@ -101,10 +101,12 @@ class Connection {
   // Close shuts the socket down; pending calls fail with Unavailable. Idempotent, non-blocking.
   void Close();
 
-  // closed reports whether the connection has gone (after on_close ran).
+  // closed reports whether the connection has gone; it is true before on_close runs, so
+  // on_close may wake waiters that test it.
   bool closed() const;
 
-  // WaitClosed blocks until the connection has gone or `timeout` passes; returns closed().
+  // WaitClosed blocks until the connection has gone and on_close has returned, or `timeout`
+  // passes; returns whether both happened.
   bool WaitClosed(std::chrono::nanoseconds timeout);
 
   // close_reason returns why the connection went (OK while open).
@@ -152,6 +154,7 @@ class Connection {
   mutable std::mutex state_mu_;
   std::condition_variable state_cv_;
   bool closed_ = false;
+  bool torn_down_ = false;  // closed_, and on_close has returned
   absl::Status close_reason_;
   std::atomic<bool> close_requested_{false};
 

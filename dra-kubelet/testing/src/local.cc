@@ -1,4 +1,4 @@
-#include "devlet/dra_kubelet/local.h"
+#include "devlet/dra_kubelet/testing/local.h"
 
 #include <dirent.h>
 
@@ -14,7 +14,7 @@
 #include "names.h"
 #include "record_json.h"
 
-namespace devlet::dra_kubelet {
+namespace devlet::dra_kubelet::testing {
 namespace {
 
 using nlohmann::json;
@@ -337,4 +337,4 @@ absl::StatusOr<std::vector<ClaimRecord>> FileClaimRecordStore::List() {
   return out;
 }
 
-}  // namespace devlet::dra_kubelet
+}  // namespace devlet::dra_kubelet::testing

@@ -1,7 +1,8 @@
-// File: devlet/dra_kubelet/local.h
+// File: devlet/dra_kubelet/testing/local.h
 //
-// Self-contained implementations of the interfaces in interfaces.h, for standalone use, tests and
-// the integration harness, until (and beside) the kube/, devices/, cdi/ and state/ modules:
+// Self-contained stand-ins for the interfaces in interfaces.h, for this module's tests, the test
+// server of the Go kubelet harness and benchmarks; devlet-node uses the kube/, devices/, cdi/ and
+// state/ modules instead (test support, not part of the production library):
 //
 //   FileClaimSource      ResourceClaims from *.json files in a directory (re-read on each call)
 //   SimulatedBackend     a pool of simulated devices; also a HealthSource
@@ -21,7 +22,7 @@
 
 #include "devlet/dra_kubelet/interfaces.h"
 
-namespace devlet::dra_kubelet {
+namespace devlet::dra_kubelet::testing {
 
 // FileClaimSource reads every *.json file of `dir` on each call. A file holds one ResourceClaim or
 // a List of them. Files that do not parse are reported only when nothing else matches.
@@ -133,4 +134,4 @@ class FileClaimRecordStore final : public ClaimRecordStore {
   std::mutex mutex_;
 };
 
-}  // namespace devlet::dra_kubelet
+}  // namespace devlet::dra_kubelet::testing

@@ -16,17 +16,15 @@
 #include <iostream>
 #include <optional>
 
+#include "devlet/cdi/testing/forwarding_file_system.h"
 #include "devlet/common/flags.h"
 #include "devlet/common/log.h"
 #include "devlet/common/status.h"
+#include "devlet/dra_kubelet/devlet_adapters.h"
 #include "devlet/dra_kubelet/plugin.h"
 #include "devlet/dra_kubelet/preparer.h"
 #include "devlet/dra_kubelet/testing/local.h"
-#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
-#include "devlet/cdi/testing/forwarding_file_system.h"
-#include "devlet/dra_kubelet/devlet_adapters.h"
 #include "devlet/state/store.h"
-#endif
 
 namespace {
 
@@ -157,7 +155,6 @@ class CrashingBackend final : public DeviceBackend {
   CrashPlan& plan_;
 };
 
-#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
 // CrashingFileSystem puts crash points inside the state/ checkpoint's own writes:
 // "journal.write" (a journal record: PrepareStarted, PrepareCompleted, unprepare's removal),
 // "journal.clear" (zeroing the journal after a compaction), "snapshot.rename" (checkpoint.json
@@ -196,7 +193,6 @@ class CrashingFileSystem final : public devlet::cdi::testing::ForwardingFileSyst
  private:
   CrashPlan& plan_;
 };
-#endif
 
 }  // namespace
 
@@ -218,11 +214,7 @@ int main(int argc, char** argv) {
   bool enable_metadata = false;
   bool health = true;
   int health_resend_ms = 20000;
-#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
   std::string store = "devlet";
-#else
-  std::string store = "local";
-#endif
   devlet::flags::AddFlag(app, "--driver-name", driver_name, "DRA driver name");
   devlet::flags::AddFlag(app, "--node-name", node_name, "Node name; also the pool name");
   devlet::flags::AddFlag(app, "--kubelet-registrar-directory-path", registrar_dir,
@@ -266,9 +258,7 @@ int main(int argc, char** argv) {
 
   const std::string data_dir = plugins_dir + "/" + driver_name;
   CrashPlan plan(crash_at);
-#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
   CrashingFileSystem crashing_fs(plan);
-#endif
   SimulatedBackend backend(node_name, SimulatedBackend::Gpus(devices));
   std::unique_ptr<ClaimSource> claims;
   std::unique_ptr<CdiWriter> cdi;
@@ -277,7 +267,6 @@ int main(int argc, char** argv) {
     claims = std::make_unique<FileClaimSource>(claims_dir);
     cdi = std::make_unique<JsonCdiWriter>(cdi_root);
     checkpoint = std::make_unique<FileClaimRecordStore>(data_dir + "/checkpoint.json");
-#ifdef DEVLET_DRA_KUBELET_HAVE_DEVLET
   } else if (store == "devlet") {
     claims = std::make_unique<ManifestClaimSource>(claims_dir);
     cdi = std::make_unique<CdiSpecWriter>(cdi_root);
@@ -294,7 +283,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     checkpoint = *std::move(opened);
-#endif
   } else {
     logger.Error(devlet::InvalidArgument("unknown --store " + store), "Bad flags");
     return 2;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 
 namespace devlet::devices {
 namespace {
@@ -363,7 +364,7 @@ absl::Status ParseCdiDevices(const std::string& name, const YAML::Node& node, Pr
       const size_t slash = t.find('/');
       if (eq == std::string::npos || slash == std::string::npos || slash > eq || eq + 1 == t.size()) {
         return FieldError(name, "cdiDevices", cdi,
-                          "\"" + t + "\" is not a CDI device name (vendor/class=device)");
+                          GoQuote(t) + " is not a CDI device name (vendor/class=device)");
       }
       std::string rest = t.substr(eq + 1);
       for (size_t open = rest.find('{'); open != std::string::npos; open = rest.find('{', open + 1)) {
@@ -371,7 +372,7 @@ absl::Status ParseCdiDevices(const std::string& name, const YAML::Node& node, Pr
         const std::string key = close == std::string::npos ? "" : rest.substr(open + 1, close - open - 1);
         if (key != "uuid" && key != "minor" && key != "pciBusID" && key != "index" && key != "name") {
           return FieldError(name, "cdiDevices", cdi,
-                            "\"" + t + "\": unknown placeholder (want {uuid}, {minor}, "
+                            GoQuote(t) + ": unknown placeholder (want {uuid}, {minor}, "
                             "{pciBusID}, {index} or {name})");
         }
       }

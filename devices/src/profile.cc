@@ -562,8 +562,8 @@ absl::Status ExpandCdiDevices(const Profile& profile, int index, const std::stri
       if (key == "index") value = std::to_string(index);
       if (key == "name") value = device.name;
       if (value.empty()) {
-        return FailedPrecondition("profile \"" + profile.name + "\": cdiDevices \"" + t +
-                                  "\": device " + device.name + " (" + device.pci_address +
+        return FailedPrecondition("profile \"" + profile.name + "\": cdiDevices " + GoQuote(t) +
+                                  ": device " + device.name + " (" + device.pci_address +
                                   ") has no " + key);
       }
       out += value;

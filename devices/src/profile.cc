@@ -564,7 +564,7 @@ absl::Status ExpandCdiDevices(const Profile& profile, int index, const std::stri
       if (value.empty()) {
         return FailedPrecondition("profile \"" + profile.name + "\": cdiDevices " + GoQuote(t) +
                                   ": device " + device.name + " (" + device.pci_address +
-                                  ") has no " + key);
+                                  ") has no " + GoQuote(key));
       }
       out += value;
       i = close;

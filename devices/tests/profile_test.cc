@@ -100,7 +100,7 @@ profiles:
   EXPECT_THAT(BuildDeviceSet(XmlInventory(), config),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("profile \"gpu\": cdiDevices \"nvidia.com/gpu={uuid}\": device "
-                                 "gpu-0 (0000:18:00.0) has no uuid")));
+                                 "gpu-0 (0000:18:00.0) has no \"uuid\"")));
 }
 
 TEST(ProfileTest, NodeAllocatableResourcesFromYaml) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "devlet/common/status.h"
+#include "devlet/common/strings.h"
 
 namespace devlet::devices {
 namespace {
@@ -140,7 +141,8 @@ absl::Status ValidateDeviceSet(const DeviceSet& set) {
     }
     for (const auto& [name, values] : d.list_attributes) {
       if (!IsQualifiedName(name)) {
-        return InvalidArgument(where + ": attribute name \"" + name + "\" is not a qualified name");
+        return InvalidArgument(where + ": attribute name " + GoQuote(name) +
+                               " is not a qualified name");
       }
       if (d.attributes.contains(name)) {
         return InvalidArgument(where + ": attribute " + name + " is both a value and a list");
@@ -159,7 +161,8 @@ absl::Status ValidateDeviceSet(const DeviceSet& set) {
     }
     for (const auto& [name, value] : d.attributes) {
       if (!IsQualifiedName(name)) {
-        return InvalidArgument(where + ": attribute name \"" + name + "\" is not a qualified name");
+        return InvalidArgument(where + ": attribute name " + GoQuote(name) +
+                               " is not a qualified name");
       }
       if (const auto* s = std::get_if<std::string>(&value); s && s->size() > 64) {
         return InvalidArgument(where + ": attribute " + name + " is longer than 64 characters");
@@ -170,7 +173,8 @@ absl::Status ValidateDeviceSet(const DeviceSet& set) {
     }
     for (const auto& [name, capacity] : d.capacities) {
       if (!IsQualifiedName(name)) {
-        return InvalidArgument(where + ": capacity name \"" + name + "\" is not a qualified name");
+        return InvalidArgument(where + ": capacity name " + GoQuote(name) +
+                               " is not a qualified name");
       }
       if (capacity.value.empty()) return InvalidArgument(where + ": capacity " + name + " is empty");
       if (capacity.request_policy && !d.allow_multiple_allocations) {

@@ -122,6 +122,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   AddFlag(app, "--vendor-cdi-spec-dirs", f.vendor_cdi_dirs,
           "Comma-separated directories of vendor CDI specs (lowest priority first) that profiles' "
           "cdiDevices resolve in; a prepare whose vendor devices do not resolve fails");
+  AddFlag(app, "--boot-id-file", options.boot_id_file,
+          "This boot's identity: claims prepared in another boot get their vfio bindings, VFs "
+          "and mdevs set up again at the kubelet's next prepare (\"\": no reboot detection)");
   AddFlag(app, "--enable-device-metadata", options.enable_device_metadata,
           "Write KEP-5304 device-metadata files");
   AddFlag(app, "--publish-claim-status", options.publish_claim_status,

@@ -658,6 +658,48 @@ absl::StatusOr<std::vector<ActionRecord>> Preparer::Prepare(const DraDevice& dev
   return done;
 }
 
+absl::StatusOr<std::vector<ActionRecord>> Preparer::Reapply(
+    const DraDevice& device, const std::vector<ActionRecord>& records) {
+  std::vector<ActionRecord> out;
+  std::vector<ActionRecord> redone;
+  for (const ActionRecord& old : records) {
+    absl::StatusOr<ActionRecord> now = old;
+    switch (old.kind) {
+      case ActionKind::kSriovNumVfs:
+        now = EnsureNumVfsFor(old.device, old.num_vfs,
+                              /*autoprobe=*/!device.preparation.bind_vfio, old.holder);
+        break;
+      case ActionKind::kVfioBind:
+        now = BindVfio(old.device);
+        break;
+      case ActionKind::kMdev:
+        if (!sysfs_.Exists("bus/mdev/devices/" + old.mdev_uuid)) {
+          now = CreateMdev(old.device, old.mdev_type, old.mdev_uuid);
+        }
+        break;
+      case ActionKind::kCommand:
+        break;
+    }
+    if (!now.ok()) {
+      absl::Status out_status = WithContext(now.status(), "setting " + device.name + " up again");
+      for (auto it = redone.rbegin(); it != redone.rend(); ++it) {
+        absl::Status undo = it->kind == ActionKind::kSriovNumVfs ? ReleaseVfs(*it) : Undo(*it);
+        if (!undo.ok()) {
+          out_status = Internal(Message(out_status) + "; rolling back: " + Message(undo));
+        }
+      }
+      return out_status;
+    }
+    if (now->noop || *now == old) {
+      out.push_back(old);  // still in place: undo as first recorded
+      continue;
+    }
+    redone.push_back(*now);
+    out.push_back(*std::move(now));
+  }
+  return out;
+}
+
 absl::Status Preparer::Unprepare(const std::vector<ActionRecord>& records) {
   absl::Status first = absl::OkStatus();
   for (auto it = records.rbegin(); it != records.rend(); ++it) {

@@ -51,7 +51,10 @@ ResourceClaim ResourceClaimFromKube(const kube::ResourceClaim& in) {
   out.uid = in.metadata.uid;
   out.generation = in.metadata.generation;
   out.annotations = in.metadata.annotations;
-  for (const auto& ref : in.status.reserved_for) out.reserved_for_uids.push_back(ref.uid);
+  for (const auto& ref : in.status.reserved_for) {
+    (ref.resource == "podgroups" ? out.reserved_for_pod_groups : out.reserved_for_uids)
+        .push_back(ref.uid);
+  }
   if (!in.status.allocation) return out;
   const kube::AllocationResult& allocation = *in.status.allocation;
   out.allocated = true;
@@ -277,6 +280,7 @@ absl::StatusOr<ClaimRecord> FromState(const void* owner, const state::PreparedCl
                      ? ClaimState::kPrepareCompleted
                      : ClaimState::kPrepareStarted;
   record.pod_uids = claim.pod_uids;
+  record.pod_group_uids = claim.pod_group_uids;
   // So are the edits and CPU/memory recorded for each device (the annotation leaves them out).
   if (record.devices.size() == claim.devices.size()) {
     for (std::size_t i = 0; i < record.devices.size(); ++i) {
@@ -310,6 +314,7 @@ state::PreparedClaim ToState(const ClaimRecord& record, const std::string& drive
   claim.state = record.state == ClaimState::kPrepareCompleted ? state::ClaimState::kPrepareCompleted
                                                               : state::ClaimState::kPrepareStarted;
   claim.pod_uids = record.pod_uids;
+  claim.pod_group_uids = record.pod_group_uids;
   nlohmann::ordered_json configs = nlohmann::ordered_json::array();
   for (const PreparedDeviceRecord& device : record.devices) {
     state::PreparedDevice d;

@@ -388,6 +388,9 @@ struct ClaimPreparer::Work {
   absl::Status status;
   ClaimRecord record;         // kFresh: the new record; kRepeat: the checkpoint's
   bool record_changed = false;  // kRepeat: new pods to record
+  // kRepeat: prepared in another boot: the devices are prepared again (the backend redoes what
+  // did not survive the reboot) and the record committed with this boot.
+  bool reapply = false;
   std::optional<ClaimRecord> previous;  // kFresh: an earlier attempt's PrepareStarted record
 };
 
@@ -426,13 +429,16 @@ absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRe
       // A record an older devlet wrote may carry names it did not check: its files are not
       // regenerated from them.
       DEVLET_RETURN_IF_ERROR(internal::CheckRecordNames(work.record));
-      for (const std::string& pod : claim.reserved_for_uids) {
-        if (std::find(work.record.pod_uids.begin(), work.record.pod_uids.end(), pod) ==
-            work.record.pod_uids.end()) {
-          work.record.pod_uids.push_back(pod);
+      work.reapply = PreparedInAnotherBoot(work.record);
+      auto add_new = [&](const std::vector<std::string>& from, std::vector<std::string>& to) {
+        for (const std::string& uid : from) {
+          if (std::find(to.begin(), to.end(), uid) != to.end()) continue;
+          to.push_back(uid);
           work.record_changed = true;
         }
-      }
+      };
+      add_new(claim.reserved_for_uids, work.record.pod_uids);
+      add_new(claim.reserved_for_pod_groups, work.record.pod_group_uids);
       return absl::OkStatus();
     }
     work.previous = it->second;
@@ -442,6 +448,7 @@ absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRe
   record.claim = ref;
   record.state = ClaimState::kPrepareStarted;
   record.pod_uids = claim.reserved_for_uids;
+  record.pod_group_uids = claim.reserved_for_pod_groups;
   if (auto it = claim.annotations.find(std::string(kPodClaimNameAnnotation));
       it != claim.annotations.end() && !it->second.empty()) {
     record.pod_claim_name = it->second;
@@ -496,13 +503,17 @@ absl::Status ClaimPreparer::Plan(Work& work, const std::map<std::string, ClaimRe
   return absl::OkStatus();
 }
 
-absl::Status ClaimPreparer::PrepareDevices(ClaimRecord& record) {
+bool ClaimPreparer::PreparedInAnotherBoot(const ClaimRecord& record) const {
+  return !options_.boot_id.empty() && record.boot_id != options_.boot_id;
+}
+
+absl::Status ClaimPreparer::PrepareDevices(ClaimRecord& record, bool after_reboot) {
   const ClaimRef& ref = record.claim;
   const std::string who = "ResourceClaim " + ref.Display();
   for (PreparedDeviceRecord& device : record.devices) {
     absl::StatusOr<PreparedDevice> done = backend_.Prepare(
         {ref, device.requests.front(), device.pool, device.device, device.share_id,
-         device.admin_access, device.config});
+         device.admin_access, device.config, after_reboot});
     if (!done.ok()) {
       return WithContext(done.status(), who + ": preparing device " + device.pool + "/" +
                                             device.device + " for request \"" +
@@ -655,6 +666,20 @@ void ClaimPreparer::PrepareAll(Batch& batch, std::vector<ClaimRecord>& completed
                                std::vector<std::string>& rolled_back) {
   for (const std::string& uid : batch.order) {
     Work& work = batch.works.at(uid);
+    if (work.kind == Work::Kind::kRepeat && work.reapply) {
+      // After a reboot: the same devices, set up again; their edits (a vfio group's number) and
+      // so the files may differ from the last boot's. On failure the record stays as it was (a
+      // later prepare tries again, an unprepare releases it) and the kubelet gets the error, so
+      // no container starts without its devices.
+      work.status = PrepareDevices(work.record, /*after_reboot=*/true);
+      if (!work.status.ok()) {
+        work.kind = Work::Kind::kFailed;
+        continue;
+      }
+      work.record.boot_id = options_.boot_id;
+      completed.push_back(work.record);
+      continue;
+    }
     if (work.kind == Work::Kind::kRepeat) {
       work.status = WithContext(EnsureFiles(work.record), "ResourceClaim " + work.ref.Display());
       if (!work.status.ok()) work.kind = Work::Kind::kFailed;
@@ -670,6 +695,7 @@ void ClaimPreparer::PrepareAll(Batch& batch, std::vector<ClaimRecord>& completed
       continue;
     }
     work.record.state = ClaimState::kPrepareCompleted;
+    work.record.boot_id = options_.boot_id;
     completed.push_back(work.record);
   }
 }
@@ -685,6 +711,9 @@ void ClaimPreparer::RecordCompleted(Batch& batch, std::vector<ClaimRecord>& comp
     work.kind = Work::Kind::kFailed;
     work.status = WithContext(status, "ResourceClaim " + work.ref.Display() +
                                           ": recording PrepareCompleted");
+    // A claim prepared again after a reboot keeps its record of the earlier boot: the next
+    // prepare sets its devices up again.
+    if (work.reapply) continue;
     if (RollBack(work.record)) undo.push_back(record.claim.uid);
   }
   if (absl::Status again = undo.empty() ? absl::OkStatus() : checkpoint_.Commit({}, undo);

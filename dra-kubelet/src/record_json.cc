@@ -79,6 +79,7 @@ nlohmann::ordered_json RecordToJson(const ClaimRecord& record, bool with_contain
                                                                 : "PrepareStarted";
   if (record.pod_claim_name) out["podClaimName"] = *record.pod_claim_name;
   if (!record.pod_uids.empty()) out["podUIDs"] = record.pod_uids;
+  if (!record.pod_group_uids.empty()) out["podGroupUIDs"] = record.pod_group_uids;
   ordered_json devices = ordered_json::array();
   for (const PreparedDeviceRecord& device : record.devices) {
     ordered_json d;
@@ -117,6 +118,7 @@ nlohmann::ordered_json RecordToJson(const ClaimRecord& record, bool with_contain
   out["cdiSpecFiles"] = record.cdi_spec_files;
   out["metadataFiles"] = record.metadata_files;
   if (record.metadata_generation != 1) out["metadataGeneration"] = record.metadata_generation;
+  if (!record.boot_id.empty()) out["bootId"] = record.boot_id;
   return out;
 }
 
@@ -135,6 +137,9 @@ absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in) {
     }
     if (in.contains("podClaimName")) record.pod_claim_name = in["podClaimName"].get<std::string>();
     if (in.contains("podUIDs")) record.pod_uids = in["podUIDs"].get<std::vector<std::string>>();
+    if (in.contains("podGroupUIDs")) {
+      record.pod_group_uids = in["podGroupUIDs"].get<std::vector<std::string>>();
+    }
     for (const json& d : in.at("devices")) {
       PreparedDeviceRecord device;
       device.requests = d.at("requests").get<std::vector<std::string>>();
@@ -178,6 +183,7 @@ absl::StatusOr<ClaimRecord> RecordFromJson(const nlohmann::json& in) {
       return InvalidArgument("claim entry " + record.claim.uid + ": metadataGeneration " +
                              std::to_string(record.metadata_generation) + " is not positive");
     }
+    record.boot_id = in.value("bootId", "");
     return record;
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("malformed claim entry: ") + e.what());

@@ -59,6 +59,36 @@ status:
   - {resource: pods, name: p, uid: pod-1}
 )";
 
+// KEP-5729: reservedFor may name PodGroups; they are kept apart from pods, and a prepared
+// claim's record keeps them in state/ for the NRI side.
+TEST(DevletAdapters, PodGroupReservationsAreKeptApartFromPods) {
+  kube::ResourceClaim in;
+  in.metadata.name = "shared";
+  in.metadata.namespace_ = "train";
+  in.metadata.uid = "claim-uid";
+  in.status.reserved_for = {{"scheduling.k8s.io", "podgroups", "job", "group-uid"},
+                            {"", "pods", "p", "pod-uid"}};
+  ResourceClaim claim = ResourceClaimFromKube(in);
+  EXPECT_THAT(claim.reserved_for_pod_groups, ElementsAre("group-uid"));
+  EXPECT_THAT(claim.reserved_for_uids, ElementsAre("pod-uid"));
+
+  TempDir dir;
+  std::unique_ptr<StateClaimRecordStore> store =
+      testing::OpenCheckpoint(dir.path(), "gpu.devlet.test", dir.path() + "/cdi");
+  ClaimRecord record;
+  record.claim = claim.Ref();
+  record.state = ClaimState::kPrepareCompleted;
+  record.pod_group_uids = {"group-uid"};
+  ASSERT_OK(store->Put(record));
+  ASSERT_OK_AND_ASSIGN(std::optional<state::PreparedClaim> stored,
+                       store->store().FindClaim("claim-uid"));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_THAT(stored->pod_group_uids, ElementsAre("group-uid"));
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> back, store->Get("claim-uid"));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_THAT(back->pod_group_uids, ElementsAre("group-uid"));
+}
+
 TEST(DevletAdapters, PrepareAndUnprepareOnKubeCdiAndState) {
   TempDir dir;
   const std::string manifests = dir.path() + "/manifests";

@@ -19,8 +19,7 @@
 namespace devlet::dra_kubelet {
 namespace {
 
-using ::devlet::dra_kubelet::testing::FileClaimRecordStore;
-using ::devlet::dra_kubelet::testing::JsonCdiWriter;
+using ::devlet::dra_kubelet::testing::OpenCheckpoint;
 using ::devlet::dra_kubelet::testing::SimulatedBackend;
 using ::devlet::testing::IsOk;
 using ::devlet::testing::StatusIs;
@@ -51,7 +50,8 @@ class PluginTest : public ::testing::Test {
   PluginTest()
       : backend_(pool_, SimulatedBackend::Gpus(2)),
         cdi_(dir_.path() + "/cdi"),
-        checkpoint_(dir_.path() + "/plugins/" + kDriver + "/checkpoint.json") {
+        store_(OpenCheckpoint(dir_.path() + "/plugins/" + kDriver, kDriver, dir_.path() + "/cdi")),
+        checkpoint_(*store_) {
     PreparerOptions preparer_options;
     preparer_options.driver_name = kDriver;
     preparer_options.plugin_data_dir = dir_.path() + "/plugins/" + kDriver;
@@ -74,8 +74,9 @@ class PluginTest : public ::testing::Test {
   TempDir dir_;
   FakeClaimSource claims_;
   SimulatedBackend backend_;
-  JsonCdiWriter cdi_;
-  FileClaimRecordStore checkpoint_;
+  CdiSpecWriter cdi_;
+  std::unique_ptr<StateClaimRecordStore> store_;
+  StateClaimRecordStore& checkpoint_;
   std::unique_ptr<ClaimPreparer> preparer_;
   PluginOptions options_;
 };

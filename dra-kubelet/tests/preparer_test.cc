@@ -17,13 +17,12 @@
 namespace devlet::dra_kubelet {
 namespace {
 
-using ::devlet::dra_kubelet::testing::FileClaimRecordStore;
-using ::devlet::dra_kubelet::testing::JsonCdiWriter;
 using ::devlet::dra_kubelet::testing::SimulatedBackend;
 using ::devlet::testing::IsOk;
 using ::devlet::testing::IsOkAndHolds;
 using ::devlet::testing::StatusIs;
 using testing::FakeClaimSource;
+using testing::OpenCheckpoint;
 using testing::ReadFile;
 using testing::TempDir;
 using ::testing::AllOf;
@@ -55,7 +54,8 @@ class PreparerTest : public ::testing::Test {
   PreparerTest()
       : backend_(kPool, SimulatedBackend::Gpus(4)),
         cdi_(dir_.path() + "/cdi"),
-        checkpoint_(dir_.path() + "/data/checkpoint.json") {
+        store_(OpenCheckpoint(dir_.path() + "/data", kDriver, dir_.path() + "/cdi")),
+        checkpoint_(*store_) {
     options_.driver_name = kDriver;
     options_.node_name = kPool;
     options_.plugin_data_dir = dir_.path() + "/data";
@@ -79,8 +79,9 @@ class PreparerTest : public ::testing::Test {
   TempDir dir_;
   FakeClaimSource claims_;
   SimulatedBackend backend_;
-  JsonCdiWriter cdi_;
-  FileClaimRecordStore checkpoint_;
+  CdiSpecWriter cdi_;
+  std::unique_ptr<StateClaimRecordStore> store_;
+  StateClaimRecordStore& checkpoint_;
   PreparerOptions options_;
   std::unique_ptr<ClaimPreparer> preparer_;
 };
@@ -582,14 +583,75 @@ TEST_F(PreparerTest, CorruptedCheckpointIsAnErrorNotAReset) {
   ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
   claims_.Add(claim);
   ASSERT_THAT(PrepareOne(claim).error, IsEmpty());
-  std::string text = ReadFile(dir_.path() + "/data/checkpoint.json");
-  text.replace(text.find("gpu-0"), 5, "gpu-1");
-  testing::WriteFile(dir_.path() + "/data/checkpoint.json", text);
-
-  EXPECT_THAT(PrepareOne(claim).error, HasSubstr("checksum mismatch"));
-  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], HasSubstr("checksum mismatch"));
   testing::WriteFile(dir_.path() + "/data/checkpoint.json", "{garbage");
+
+  EXPECT_THAT(PrepareOne(claim).error, HasSubstr("corrupted"));
+  EXPECT_THAT(preparer_->Unprepare({claim.Ref()})["uid-a"], HasSubstr("corrupted"));
   EXPECT_THAT(checkpoint_.List(), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("corrupted")));
+  EXPECT_EQ(ReadFile(dir_.path() + "/data/checkpoint.json"), "{garbage");
+}
+
+// Issue 13 §2.5: the checkpoint survives a reboot, the simulated devices (kernel state) do not.
+// The kubelet's prepare in a new boot prepares the devices again, once, before it answers; in
+// the same boot it trusts the record.
+TEST_F(PreparerTest, ANewBootPreparesTheDevicesAgainOnce) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  options_.boot_id = "boot-1";
+  ClaimPreparer first(options_, claims_, backend_, cdi_, checkpoint_);
+  ASSERT_THAT(first.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  EXPECT_EQ(record->boot_id, "boot-1");
+
+  SimulatedBackend rebooted(kPool, SimulatedBackend::Gpus(4));
+  ClaimPreparer same_boot(options_, claims_, rebooted, cdi_, checkpoint_);
+  ASSERT_THAT(same_boot.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+  EXPECT_EQ(rebooted.PrepareCalls(), 0);
+
+  options_.boot_id = "boot-2";
+  ClaimPreparer next_boot(options_, claims_, rebooted, cdi_, checkpoint_);
+  PrepareResult result = next_boot.Prepare({claim.Ref()})["uid-a"];
+  ASSERT_THAT(result.error, IsEmpty());
+  ASSERT_EQ(result.devices.size(), 1u);
+  EXPECT_EQ(result.devices[0].device, "gpu-0");
+  EXPECT_EQ(rebooted.PrepareCalls(), 1);
+  EXPECT_THAT(rebooted.PreparedDevices(), ElementsAre(::testing::Pair("node-1/gpu-0", "uid-a")));
+  ASSERT_OK_AND_ASSIGN(record, checkpoint_.Get("uid-a"));
+  EXPECT_EQ(record->boot_id, "boot-2");
+  EXPECT_TRUE(Exists(ClaimSpec("uid-a")));
+  ASSERT_THAT(next_boot.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+  EXPECT_EQ(rebooted.PrepareCalls(), 1);
+}
+
+// A device that cannot be set up again after the reboot fails the kubelet's prepare with the
+// claim named (no container starts) and loses nothing: the record of the earlier boot stays, and
+// the next prepare tries again.
+TEST_F(PreparerTest, ASetUpThatFailsAfterARebootFailsThePrepareAndKeepsTheRecord) {
+  ResourceClaim claim = Claim("a", "uid-a", {{"gpu", "gpu-0"}});
+  claims_.Add(claim);
+  options_.boot_id = "boot-1";
+  ClaimPreparer first(options_, claims_, backend_, cdi_, checkpoint_);
+  ASSERT_THAT(first.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+  const std::string spec = ReadFile(ClaimSpec("uid-a"));
+
+  SimulatedBackend rebooted(kPool, SimulatedBackend::Gpus(4));
+  rebooted.FailDevice("gpu-0", true);
+  options_.boot_id = "boot-2";
+  ClaimPreparer next_boot(options_, claims_, rebooted, cdi_, checkpoint_);
+  EXPECT_THAT(next_boot.Prepare({claim.Ref()})["uid-a"].error,
+              AllOf(HasSubstr("ResourceClaim default/a"), HasSubstr("gpu-0")));
+  ASSERT_OK_AND_ASSIGN(std::optional<ClaimRecord> record, checkpoint_.Get("uid-a"));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->state, ClaimState::kPrepareCompleted);
+  EXPECT_EQ(record->boot_id, "boot-1");
+  EXPECT_EQ(ReadFile(ClaimSpec("uid-a")), spec);
+
+  rebooted.FailDevice("gpu-0", false);
+  ASSERT_THAT(next_boot.Prepare({claim.Ref()})["uid-a"].error, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(record, checkpoint_.Get("uid-a"));
+  EXPECT_EQ(record->boot_id, "boot-2");
+  EXPECT_THAT(next_boot.Unprepare({claim.Ref()})["uid-a"], IsEmpty());
+  EXPECT_THAT(rebooted.PreparedDevices(), IsEmpty());
 }
 
 TEST_F(PreparerTest, RollingUpdateHoldsTheSerializeLock) {
@@ -727,9 +789,11 @@ TEST_F(PreparerTest, RemovesOrphanedFilesOnly) {
   EXPECT_THAT(PrepareOne(kept).error, IsEmpty());
 }
 
-TEST(FileClaimRecordStore, RoundTripsRecords) {
+TEST(StateClaimRecordStore, RoundTripsRecords) {
   TempDir dir;
-  FileClaimRecordStore store(dir.path() + "/cp.json");
+  std::unique_ptr<StateClaimRecordStore> checkpoint =
+      OpenCheckpoint(dir.path(), kDriver, dir.path() + "/cdi");
+  StateClaimRecordStore& store = *checkpoint;
   ClaimRecord record;
   record.claim = {"ns", "c", "u"};
   record.state = ClaimState::kPrepareCompleted;

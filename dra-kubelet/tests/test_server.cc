@@ -29,9 +29,6 @@
 namespace {
 
 using namespace devlet::dra_kubelet;
-using ::devlet::dra_kubelet::testing::FileClaimRecordStore;
-using ::devlet::dra_kubelet::testing::FileClaimSource;
-using ::devlet::dra_kubelet::testing::JsonCdiWriter;
 using ::devlet::dra_kubelet::testing::SimulatedBackend;
 
 // CrashPlan kills this process with SIGKILL (kill -9, no cleanup) at the n-th call of one
@@ -214,7 +211,6 @@ int main(int argc, char** argv) {
   bool enable_metadata = false;
   bool health = true;
   int health_resend_ms = 20000;
-  std::string store = "devlet";
   devlet::flags::AddFlag(app, "--driver-name", driver_name, "DRA driver name");
   devlet::flags::AddFlag(app, "--node-name", node_name, "Node name; also the pool name");
   devlet::flags::AddFlag(app, "--kubelet-registrar-directory-path", registrar_dir,
@@ -231,21 +227,17 @@ int main(int argc, char** argv) {
   devlet::flags::AddFlag(app, "--health", health, "Serve the resource health services");
   devlet::flags::AddFlag(app, "--health-resend-interval-ms", health_resend_ms,
                          "Re-send health at least this often");
-  devlet::flags::AddFlag(app, "--store", store,
-                         "devlet: kube/ codec, cdi/ writer, state/ checkpoint; local: this "
-                         "module's own file-based implementations");
   std::string crash_at;
   devlet::flags::AddFlag(app, "--crash-at", crash_at,
                          "Crash injection: SIGKILL at <op>:<n>[:after|:torn], op one of "
                          "checkpoint.put, checkpoint.delete, cdi.write, cdi.remove, "
-                         "backend.prepare, backend.unprepare, and with --store=devlet "
-                         "journal.write, journal.clear, snapshot.rename");
+                         "backend.prepare, backend.unprepare, journal.write, journal.clear, snapshot.rename");
   std::uint64_t journal_bytes = devlet::state::StoreOptions{}.journal_bytes;
   std::uint64_t compact_after_bytes = 0;
   devlet::flags::AddFlag(app, "--journal-bytes", journal_bytes,
-                         "--store=devlet: size of the checkpoint journal (0: none)");
+                         "Size of the checkpoint journal (0: none)");
   devlet::flags::AddFlag(app, "--compact-after-bytes", compact_after_bytes,
-                         "--store=devlet: compact the journal past this many bytes, in the call "
+                         "Compact the journal past this many bytes, in the call "
                          "that crossed it (0: the default, in the background)");
   if (std::optional<int> exit_code = devlet::flags::ParseCommandLine(app, argc, argv)) {
     return *exit_code;
@@ -260,44 +252,30 @@ int main(int argc, char** argv) {
   CrashPlan plan(crash_at);
   CrashingFileSystem crashing_fs(plan);
   SimulatedBackend backend(node_name, SimulatedBackend::Gpus(devices));
-  std::unique_ptr<ClaimSource> claims;
-  std::unique_ptr<CdiWriter> cdi;
-  std::unique_ptr<ClaimRecordStore> checkpoint;
-  if (store == "local") {
-    claims = std::make_unique<FileClaimSource>(claims_dir);
-    cdi = std::make_unique<JsonCdiWriter>(cdi_root);
-    checkpoint = std::make_unique<FileClaimRecordStore>(data_dir + "/checkpoint.json");
-  } else if (store == "devlet") {
-    claims = std::make_unique<ManifestClaimSource>(claims_dir);
-    cdi = std::make_unique<CdiSpecWriter>(cdi_root);
-    devlet::state::StoreOptions store_options{.dir = data_dir, .fs = &crashing_fs};
-    store_options.journal_bytes = journal_bytes;
-    if (compact_after_bytes > 0) {
-      store_options.compact_after_bytes = compact_after_bytes;
-      store_options.background_compaction = false;
-    }
-    absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> opened =
-        StateClaimRecordStore::Open(store_options, driver_name, cdi_root);
-    if (!opened.ok()) {
-      logger.Error(opened.status(), "Cannot open the checkpoint");
-      return 1;
-    }
-    checkpoint = *std::move(opened);
-  } else {
-    logger.Error(devlet::InvalidArgument("unknown --store " + store), "Bad flags");
-    return 2;
+  ManifestClaimSource claims(claims_dir);
+  CdiSpecWriter cdi(cdi_root);
+  devlet::state::StoreOptions store_options{.dir = data_dir, .fs = &crashing_fs};
+  store_options.journal_bytes = journal_bytes;
+  if (compact_after_bytes > 0) {
+    store_options.compact_after_bytes = compact_after_bytes;
+    store_options.background_compaction = false;
   }
-  logger.V(1).Info("Using stores", "store", store);
+  absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> checkpoint =
+      StateClaimRecordStore::Open(store_options, driver_name, cdi_root);
+  if (!checkpoint.ok()) {
+    logger.Error(checkpoint.status(), "Cannot open the checkpoint");
+    return 1;
+  }
   PreparerOptions preparer_options;
   preparer_options.driver_name = driver_name;
   preparer_options.node_name = node_name;
   preparer_options.plugin_data_dir = data_dir;
   preparer_options.enable_device_metadata = enable_metadata;
   if (!pod_uid.empty()) preparer_options.serialize_lock_path = data_dir + "/serialize.lock";
-  CrashingStore crashing_store(*checkpoint, plan);
-  CrashingCdi crashing_cdi(*cdi, plan);
+  CrashingStore crashing_store(**checkpoint, plan);
+  CrashingCdi crashing_cdi(cdi, plan);
   CrashingBackend crashing_backend(backend, plan);
-  ClaimPreparer preparer(preparer_options, *claims, crashing_backend, crashing_cdi, crashing_store);
+  ClaimPreparer preparer(preparer_options, claims, crashing_backend, crashing_cdi, crashing_store);
 
   PluginOptions options;
   options.driver_name = driver_name;

@@ -6,11 +6,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
+#include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 
 #include "devlet/common/status.h"
+#include "devlet/dra_kubelet/devlet_adapters.h"
 #include "devlet/dra_kubelet/interfaces.h"
 
 namespace devlet::dra_kubelet::testing {
@@ -44,6 +48,20 @@ inline std::string ReadFile(const std::string& path) {
 inline void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::trunc);
   out << content;
+}
+
+// OpenCheckpoint opens devlet-node's checkpoint store (state/) in `dir`, as the plugin's tests
+// use it; a store that cannot be opened ends the test binary with the reason.
+inline std::unique_ptr<StateClaimRecordStore> OpenCheckpoint(const std::string& dir,
+                                                             const std::string& driver,
+                                                             const std::string& cdi_root) {
+  absl::StatusOr<std::unique_ptr<StateClaimRecordStore>> store =
+      StateClaimRecordStore::Open(dir, driver, cdi_root);
+  if (!store.ok()) {
+    std::cerr << "cannot open the checkpoint in " << dir << ": " << store.status() << "\n";
+    std::abort();
+  }
+  return *std::move(store);
 }
 
 // FakeClaimSource serves claims from memory.

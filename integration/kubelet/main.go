@@ -95,7 +95,7 @@ func main() {
 	}
 	server := flag.String("server", "", "path of dra_kubelet_test_server")
 	keep := flag.Bool("keep", false, "keep the temporary directories")
-	flag.Func("server-arg", "extra argument for the server (repeatable), e.g. --store=local", func(v string) error {
+	flag.Func("server-arg", "extra argument for the server (repeatable), e.g. --journal-bytes=0", func(v string) error {
 		extraServerArgs = append(extraServerArgs, v)
 		return nil
 	})
@@ -122,19 +122,17 @@ func main() {
 			opts envOptions
 		}{"crash safety: kill -9 at " + point + ", restart, repeat", crashScenario, envOptions{crashAt: point}})
 	}
-	if !localStores() {
-		for _, p := range journalCrashPoints {
-			name := "crash safety: kill -9 at " + p.point
-			if len(p.args) > 0 {
-				name += " (" + strings.Join(p.args, " ") + ")"
-			}
-			name += ", restart, repeat"
-			scenarios = append(scenarios, struct {
-				name string
-				run  func(t *T, env *env)
-				opts envOptions
-			}{name, crashScenario, envOptions{crashAt: p.point, serverArgs: p.args, crashInUnprepare: p.inUnprepare}})
+	for _, p := range journalCrashPoints {
+		name := "crash safety: kill -9 at " + p.point
+		if len(p.args) > 0 {
+			name += " (" + strings.Join(p.args, " ") + ")"
 		}
+		name += ", restart, repeat"
+		scenarios = append(scenarios, struct {
+			name string
+			run  func(t *T, env *env)
+			opts envOptions
+		}{name, crashScenario, envOptions{crashAt: p.point, serverArgs: p.args, crashInUnprepare: p.inUnprepare}})
 	}
 	failed := 0
 	for _, sc := range scenarios {
@@ -178,17 +176,6 @@ type envOptions struct {
 	podUID           string
 	longRegistry     bool
 	noHealth         bool
-}
-
-// localStores says whether the server runs with its file-based stores (--store=local), which
-// have no journal.
-func localStores() bool {
-	for _, arg := range extraServerArgs {
-		if arg == "--store=local" {
-			return true
-		}
-	}
-	return false
 }
 
 type env struct {
@@ -956,7 +943,7 @@ var crashPoints = []string{
 	"checkpoint.delete:1:after",
 }
 
-// journalCrashPoints are inside the state/ checkpoint's own writes (--store=devlet only): a torn
+// journalCrashPoints are inside the state/ checkpoint's own writes: a torn
 // journal record (half written, then SIGKILL: what a power loss mid-write leaves), and, with a
 // compaction after every change (--compact-after-bytes=1), the snapshot replaced but the journal
 // not yet cleared, or its clearing torn. Journal records: 1 PrepareStarted, 2 PrepareCompleted,
@@ -1045,7 +1032,7 @@ func crashScenario(t *T, e *env) {
 	e.stop()
 }
 
-// checkpointClaims returns data.claims of the checkpoint file (both store formats keep it there)
+// checkpointClaims returns data.claims of the checkpoint file
 // with the state/ journal's records replayed over it (format: state/include/devlet/state/journal.h).
 func (e *env) checkpointClaims() map[string]map[string]any {
 	raw, err := os.ReadFile(filepath.Join(e.dataDir, "checkpoint.json"))

@@ -97,7 +97,8 @@ std::string SliceListJson(int64_t n) {
   std::string out = R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSliceList",)"
                     R"("metadata":{"resourceVersion":"4100000"},"items":[)";
   for (int64_t i = 0; i < n; ++i) {
-    out += (i ? "," : "") + SliceJson(i);
+    if (i > 0) out += ',';
+    out += SliceJson(i);
   }
   out += "]}";
   return out;

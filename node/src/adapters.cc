@@ -249,8 +249,11 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
     }
     const std::string path = JournalPath(request.claim.uid, request.device);
     DEVLET_ASSIGN_OR_RETURN(done, ReadJournal(path));
-    if (done.empty()) {
-      std::vector<devices::ActionRecord> journal;
+    // A journal means the device is prepared, unless the host rebooted since (after_reboot):
+    // then its records are redone where the kernel lost them.
+    if (done.empty() || request.after_reboot) {
+      const bool reapply = !done.empty();
+      std::vector<devices::ActionRecord> journal = done;
       devices::Preparer preparer(
           *options_.sysfs,
           [&](const devices::JournalEntry& entry) -> absl::Status {
@@ -266,9 +269,15 @@ absl::StatusOr<dra_kubelet::PreparedDevice> DevicesBackend::Prepare(
             return WriteJournal(path, journal);
           },
           options_.preparer);
-      absl::StatusOr<std::vector<devices::ActionRecord>> records = preparer.Prepare(device);
+      absl::StatusOr<std::vector<devices::ActionRecord>> records =
+          reapply ? preparer.Reapply(device, done) : preparer.Prepare(device);
       if (!records.ok()) {
-        ::unlink(path.c_str());  // rolled back by the preparer
+        // Rolled back by the preparer; after a reboot the earlier records stay for unprepare.
+        if (reapply) {
+          DEVLET_RETURN_IF_ERROR(WriteJournal(path, done));
+        } else {
+          ::unlink(path.c_str());
+        }
         return WithContext(records.status(), "preparing device " + request.device);
       }
       DEVLET_RETURN_IF_ERROR(WriteJournal(path, *records));
@@ -477,6 +486,21 @@ absl::StatusOr<std::vector<nri::PreparedClaim>> CheckpointClaimsView::ClaimsForP
     std::string_view pod_uid) const {
   absl::StatusOr<std::vector<state::PreparedClaim>> claims =
       store_.FindByPod(std::string(pod_uid));
+  if (!claims.ok()) {
+    return WithContext(claims.status(), "reading devlet's checkpoint of prepared claims");
+  }
+  std::vector<nri::PreparedClaim> out;
+  for (const state::PreparedClaim& claim : *claims) {
+    if (claim.state != state::ClaimState::kPrepareCompleted) continue;
+    out.push_back(ToNriClaim(claim));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<nri::PreparedClaim>> CheckpointClaimsView::ClaimsNamedByContainer(
+    std::string_view pod_uid, const std::vector<std::string>& claim_uids) const {
+  absl::StatusOr<std::vector<state::PreparedClaim>> claims =
+      store_.FindForContainer(std::string(pod_uid), claim_uids);
   if (!claims.ok()) {
     return WithContext(claims.status(), "reading devlet's checkpoint of prepared claims");
   }

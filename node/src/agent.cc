@@ -45,6 +45,21 @@ absl::StatusOr<T> Context(absl::StatusOr<T> value, std::string_view what) {
   return value;
 }
 
+// ReadBootId reads the boot's identity from `path` (the kernel's boot_id: one line); empty path:
+// none.
+absl::StatusOr<std::string> ReadBootId(const std::string& path) {
+  if (path.empty()) return std::string();
+  DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content,
+                          Context(ReadFileIfExists(path), "reading the boot id"));
+  std::string id = content.value_or("");
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  if (id.empty()) {
+    return FailedPrecondition("the boot id file " + path + " is missing or empty " +
+                              "(--boot-id-file=\"\" turns reboot detection off)");
+  }
+  return id;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -210,8 +225,11 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     }
     logger_.Info("Discovered devices", "devices", set.devices.size(), "counterSets",
                  set.counter_sets.size(), "numaNodes", rescanner_->inventory().cpu.numa_nodes.size());
-    if (options_.sysfs_root != "/sys" || options_.topology_xml.empty()) {
-      sysfs_ = devices::NewRealSysfs(options_.sysfs_root);
+    if (options_.sysfs != nullptr) {
+      sysfs_ = options_.sysfs;
+    } else if (options_.sysfs_root != "/sys" || options_.topology_xml.empty()) {
+      owned_sysfs_ = devices::NewRealSysfs(options_.sysfs_root);
+      sysfs_ = owned_sysfs_.get();
     }
     if (options_.sysfs_root == "/sys" && options_.topology_xml.empty()) {
       procfs_ = devices::NewRealSysfs("/proc");  // NVIDIA's unbindLock and device minors
@@ -244,7 +262,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
                                "opening the SR-IOV ledger"));
     DevicesBackendOptions backend_options;
     backend_options.pool = options_.node_name;
-    backend_options.sysfs = sysfs_.get();
+    backend_options.sysfs = sysfs_;
     backend_options.journal_dir = options_.state_dir + "/preparation";
     backend_options.dev_root = options_.dev_root;
     backend_options.vendor_cdi_dirs = options_.vendor_cdi_dirs;
@@ -303,6 +321,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
     preparer_options.plugin_data_dir = options_.state_dir;
     preparer_options.enable_device_metadata = options_.enable_device_metadata;
     preparer_options.vendor_cdi_dirs = options_.vendor_cdi_dirs;
+    DEVLET_ASSIGN_OR_RETURN(preparer_options.boot_id, ReadBootId(options_.boot_id_file));
     if (!options_.pod_uid.empty()) {
       preparer_options.serialize_lock_path = options_.state_dir + "/serialize.lock";
     }
@@ -340,7 +359,7 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
                const std::vector<dra_kubelet::DeviceNetworkUpdate>& updates) {
           return preparer_->UpdateNetworkData(claim_uid, updates);
         },
-        sysfs_.get());
+        sysfs_);
     view_->SetKubeletSizesDraResources(options_.features.node_allocatable_resources);
     nri::DevletPluginOptions nri_options;
     nri_options.cdi_policy = options_.cdi_policy;
@@ -748,7 +767,8 @@ class Agent::Impl final : public dra_kubelet::HealthSource {
   log::Logger logger_;
   std::unique_ptr<devices::Discoverer> discoverer_;
   std::unique_ptr<devices::Rescanner> rescanner_;
-  std::unique_ptr<devices::Sysfs> sysfs_;
+  std::unique_ptr<devices::Sysfs> owned_sysfs_;
+  devices::Sysfs* sysfs_ = nullptr;  // options_.sysfs or owned_sysfs_; null without sysfs
   std::unique_ptr<devices::Sysfs> procfs_;
   std::unique_ptr<devices::SriovLedger> sriov_ledger_;
   std::unique_ptr<devices::UeventSource> uevents_;

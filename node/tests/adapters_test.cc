@@ -195,6 +195,53 @@ TEST_F(AdaptersTest, MdevClaimIsPreparedAndUnpreparedAcrossARestart) {
   EXPECT_FALSE(fs::exists(journal_file));
 }
 
+// After a reboot (DevicePrepareRequest::after_reboot) the backend redoes what its journal says
+// the kernel lost: the mediated device comes back with the UUID the container's edits name, and
+// a second such call (the same boot, or a record without a boot id) changes nothing.
+TEST_F(AdaptersTest, MdevIsCreatedAgainWithItsUuidAfterAReboot) {
+  ASSERT_OK(devices::testing::AddGpuServer(fake_));
+  ASSERT_OK(fake_.AddMdevType("0000:18:00.0", "nvidia-63", "GRID H100-4C", 4));
+  auto discoverer = devices::NewDiscoverer(
+      {.sysfs_root = fake_.Root(),
+       .topology_xml = std::string(DEVLET_DEVICES_TESTDATA) + "/dgx-2s-8gpu-2nic.xml"});
+  ASSERT_OK_AND_ASSIGN(devices::Inventory inventory, discoverer->Discover());
+  ASSERT_OK_AND_ASSIGN(devices::ProfileConfig profiles,
+                       devices::ParseProfileConfig(
+                           "profiles:\n- {name: vgpu, kind: gpu, match: {pciAddresses: "
+                           "[\"0000:18:00.0\"]}, mdevType: nvidia-63}\n"));
+  ASSERT_OK_AND_ASSIGN(devices::DeviceSet set, devices::BuildDeviceSet(inventory, profiles));
+  const std::string journal = (dir_ / "journal").string();
+  DevicesBackend backend({.pool = "node-1", .sysfs = &fake_, .journal_dir = journal});
+  backend.SetDevices(set);
+  ASSERT_OK_AND_ASSIGN(dra_kubelet::PreparedDevice prepared, backend.Prepare(Request("vgpu-0")));
+  const std::string uuid = std::get<std::string>(prepared.attributes["mdevUUID"]);
+  const std::string journal_text = [&] {
+    std::ifstream in(journal + "/claim-uid_vgpu-0.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }();
+
+  // The reboot: the kernel's mediated devices are gone.
+  ASSERT_OK(fake_.WriteFile("bus/mdev/devices/" + uuid + "/remove", "1"));
+  ASSERT_FALSE(fake_.Exists("bus/mdev/devices/" + uuid));
+  dra_kubelet::DevicePrepareRequest again = Request("vgpu-0");
+  again.after_reboot = true;
+  ASSERT_OK_AND_ASSIGN(prepared, backend.Prepare(again));
+  EXPECT_TRUE(fake_.Exists("bus/mdev/devices/" + uuid));
+  EXPECT_EQ(std::get<std::string>(prepared.attributes["mdevUUID"]), uuid);
+  ASSERT_OK_AND_ASSIGN(prepared, backend.Prepare(again));
+  EXPECT_EQ(std::get<std::string>(prepared.attributes["mdevUUID"]), uuid);
+  {
+    std::ifstream in(journal + "/claim-uid_vgpu-0.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(text.str(), journal_text);
+  }
+  ASSERT_OK(backend.Unprepare({.claim_uid = "claim-uid", .pool = "node-1", .device = "vgpu-0"}));
+  EXPECT_FALSE(fake_.Exists("bus/mdev/devices/" + uuid));
+}
+
 TEST_F(AdaptersTest, VfsDevletCreatedGoWithTheirLastUserAcrossARestart) {
   ASSERT_OK(devices::testing::AddGpuServer(fake_));
   auto discoverer = devices::NewDiscoverer(

@@ -19,6 +19,8 @@
 
 #include "agent_test_util.h"
 #include "devlet/cdi/spec_dir.h"
+#include "devlet/common/files.h"
+#include "devlet/common/status.h"
 #include "devlet/common/testing/status_matchers.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/devices/watcher.h"
@@ -408,6 +410,72 @@ status:
   agent->Stop();
 }
 
+// Issue 13 §2.5: a reboot keeps the checkpoint and the preparation journal but not the kernel's
+// driver bindings. The kubelet prepares the pod's claims again before it starts the containers;
+// in a new boot (another boot id) that prepare binds the GPU to vfio-pci again, in the same boot
+// it trusts what is recorded. Through the DRA socket, on the simulated GPU server's sysfs.
+TEST_F(AgentTest, AfterARebootTheKubeletsPrepareBindsTheVfioGpuAgain) {
+  (void)fake_.AddDriver("vfio-pci");  // may already be registered
+  ASSERT_NO_FATAL_FAILURE(CreateClaim(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: vm, namespace: virt, uid: claim-uid-vm}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: vfio.devlet.io}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: devlet.io, pool: node-1, device: gpu-7}]
+      config:
+      - source: FromClass
+        requests: [gpu]
+        opaque:
+          driver: devlet.io
+          parameters: {apiVersion: devlet.io/v1alpha1, kind: DeviceConfig, bindDriver: vfio-pci}
+  reservedFor: [{resource: pods, name: p, uid: pod-uid-vm}]
+)"));
+  const std::string original = fake_.BoundDriver(kGpu7);
+  ASSERT_NE(original, "vfio-pci");
+  const fs::path boot_id = dir_ / "boot_id";
+  AgentOptions options = Options();
+  options.sysfs = &fake_;  // a kernel that binds drivers
+  options.boot_id_file = boot_id.string();
+  const dra_kubelet::ClaimRef vm{"virt", "vm", "claim-uid-vm"};
+  auto prepare_in_boot = [&](const std::string& boot) -> absl::Status {
+    DEVLET_RETURN_IF_ERROR(WriteFileAtomically(boot_id.string(), boot + "\n", 0644));
+    absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(options, *store_);
+    if (!agent.ok()) return agent.status();
+    absl::Status prepared = KubeletClient((*agent)->Status().dra_socket).Prepare(vm).status();
+    (*agent)->Stop();
+    return prepared;
+  };
+  // What the kernel does at boot: the GPU's own driver binds it again.
+  auto reboot_kernel = [&] {
+    ASSERT_OK(fake_.WriteFile("bus/pci/drivers/vfio-pci/unbind", kGpu7));
+    ASSERT_OK(fake_.WriteFile(std::string("bus/pci/devices/") + kGpu7 + "/driver_override", "\n"));
+    ASSERT_OK(fake_.WriteFile("bus/pci/drivers/" + original + "/bind", kGpu7));
+    ASSERT_EQ(fake_.BoundDriver(kGpu7), original);
+  };
+
+  ASSERT_OK(prepare_in_boot("boot-1"));
+  EXPECT_EQ(fake_.BoundDriver(kGpu7), "vfio-pci");
+
+  reboot_kernel();
+  ASSERT_OK(prepare_in_boot("boot-1"));  // the same boot: the record is trusted
+  EXPECT_EQ(fake_.BoundDriver(kGpu7), original);
+
+  ASSERT_OK(prepare_in_boot("boot-2"));
+  EXPECT_EQ(fake_.BoundDriver(kGpu7), "vfio-pci");
+
+  // Unprepare gives the GPU back to its own driver; the boot id file is required.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store_));
+  ASSERT_OK(KubeletClient(agent->Status().dra_socket).Unprepare(vm));
+  EXPECT_EQ(fake_.BoundDriver(kGpu7), original);
+  agent->Stop();
+  fs::remove(boot_id);
+  EXPECT_THAT(Agent::Start(options, *store_).status().message(),
+              HasSubstr("boot id file " + boot_id.string() + " is missing or empty"));
+}
+
 // KEP-5304 deferred metadata through the real sockets: a NIC claim prepared over the DRA socket
 // gets a metadata file without network data; the runtime's RunPodSandbox over NRI (with the pod's
 // addresses after CNI) rewrites it with generation 2 and networkData (the netdev of nic-0 as
@@ -525,6 +593,91 @@ status:
   EXPECT_FALSE(fs::exists(dir_ / "cdi/devlet.io_metadata_claim-uid-nic_nic.json"));
   // A pod whose claims are gone: RunPodSandbox still succeeds.
   ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+  agent->Stop();
+  fs::remove(options.nri_socket);
+}
+
+// Issue 13 §2.4 (KEP-5729): a claim reserved for a PodGroup names no pod in reservedFor. The
+// kubelet prepares it once per pod of the group (the first prepare does the work); a container
+// of any pod that names it (through the CDI devices the kubelet gave it) gets its devices. A
+// claim reserved for another pod still fails closed. Through the DRA and NRI sockets.
+TEST_F(AgentTest, ClaimReservedForAPodGroupServesEveryPodOfTheGroup) {
+  ASSERT_NO_FATAL_FAILURE(CreateClaim(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared, namespace: train, uid: claim-uid-group}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.devlet.io}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: devlet.io, pool: node-1, device: gpu-3}]
+  reservedFor: [{apiGroup: scheduling.k8s.io, resource: podgroups, name: job, uid: group-uid-1}]
+)"));
+  ASSERT_NO_FATAL_FAILURE(CreateClaim(R"(
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: private, namespace: train, uid: claim-uid-private}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.devlet.io}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: devlet.io, pool: node-1, device: gpu-4}]
+  reservedFor: [{resource: pods, name: x, uid: pod-uid-x}]
+)"));
+  AgentOptions options = Options();
+  options.nri_socket = "/tmp/node-agent-nri-group-" + std::to_string(::getpid()) + ".sock";
+  options.nri_after_registration = false;
+  ASSERT_OK_AND_ASSIGN(nri::UniqueFd listener, nri::ListenUnix(options.nri_socket));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<nri::RuntimeSession> runtime,
+                       nri::RuntimeSession::Accept(listener.get(), 10s));
+  ASSERT_OK(runtime->Configure({}).status());
+  ASSERT_OK(runtime->Synchronize({}, {}).status());
+  KubeletClient kubelet(agent->Status().dra_socket);
+  const dra_kubelet::ClaimRef shared{"train", "shared", "claim-uid-group"};
+  const dra_kubelet::ClaimRef private_claim{"train", "private", "claim-uid-private"};
+  ASSERT_OK_AND_ASSIGN(drav1::NodePrepareResourceResponse prepared, kubelet.Prepare(shared));
+  ASSERT_OK(kubelet.Prepare(shared).status());  // the group's second pod
+  ASSERT_OK_AND_ASSIGN(drav1::NodePrepareResourceResponse other, kubelet.Prepare(private_claim));
+  auto applied_env = [&](const drav1::NodePrepareResourceResponse& response) {
+    std::vector<std::string> ids;
+    for (const auto& device : response.devices()) {
+      ids.insert(ids.end(), device.cdi_device_ids().begin(), device.cdi_device_ids().end());
+    }
+    absl::StatusOr<cdi::ContainerEdits> edits =
+        cdi::Registry::Load({(dir_ / "cdi").string()}).Resolve(ids);
+    EXPECT_OK(edits.status());
+    return edits.ok() ? edits->env : std::vector<std::string>{};
+  };
+  auto create_in_pod = [&](const std::string& pod_uid, const std::vector<std::string>& env) {
+    nri::api::CreateContainerRequest create;
+    create.mutable_pod()->set_id("sandbox-" + pod_uid);
+    create.mutable_pod()->set_uid(pod_uid);
+    create.mutable_pod()->set_name(pod_uid);
+    create.mutable_pod()->set_namespace_("train");
+    create.mutable_container()->set_id("ctr-" + pod_uid);
+    create.mutable_container()->set_name("worker");
+    create.mutable_container()->set_pod_sandbox_id("sandbox-" + pod_uid);
+    for (const std::string& entry : env) create.mutable_container()->add_env(entry);
+    return runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create);
+  };
+  for (const std::string pod : {"pod-uid-a", "pod-uid-b"}) {
+    ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse created,
+                         create_in_pod(pod, applied_env(prepared)));
+    // Whether devlet hands the runtime CDI names or the edits themselves (its CDI policy).
+    std::vector<std::string> given;
+    for (const auto& cdi : created.adjust().cdi_devices()) given.push_back(cdi.name());
+    for (const auto& env : created.adjust().env()) given.push_back(env.key() + "=" + env.value());
+    EXPECT_THAT(given, ::testing::AnyOf(::testing::Contains(prepared.devices(0).cdi_device_ids(0)),
+                                        ::testing::Contains("DEVLET_DEVICE_GPU_3=node-1/gpu-3")))
+        << pod;
+  }
+  absl::StatusOr<nri::api::CreateContainerResponse> refused =
+      create_in_pod("pod-uid-c", applied_env(other));
+  EXPECT_THAT(refused.status().message(), HasSubstr("has not prepared that claim for this pod"));
+
+  ASSERT_OK(kubelet.Unprepare(shared));
+  ASSERT_OK(kubelet.Unprepare(private_claim));
   agent->Stop();
   fs::remove(options.nri_socket);
 }

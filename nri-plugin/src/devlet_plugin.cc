@@ -280,7 +280,14 @@ absl::StatusOr<api::ContainerAdjustment> DevletPlugin::Build(const api::PodSandb
     return api::ContainerAdjustment();
   }
   // Fail closed: a container that named a claim never starts without what devlet prepared.
-  absl::StatusOr<std::vector<PreparedClaim>> read = view_->ClaimsForPod(pod.uid());
+  std::vector<std::string> named;
+  for (const state::DeviceMarker& marker : markers) {
+    if (std::find(named.begin(), named.end(), marker.claim_uid) == named.end()) {
+      named.push_back(marker.claim_uid);
+    }
+  }
+  absl::StatusOr<std::vector<PreparedClaim>> read =
+      view_->ClaimsNamedByContainer(pod.uid(), named);
   if (!read.ok()) {
     return WithContext(read.status(), "reading the prepared " + MarkedClaims(markers));
   }

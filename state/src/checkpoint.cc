@@ -47,6 +47,7 @@ json EncodeClaim(const PreparedClaim& c) {
               {"podUIDs", c.pod_uids},
               {"devices", std::move(devices)},
               {"files", c.files}};
+  if (!c.pod_group_uids.empty()) out["podGroupUIDs"] = c.pod_group_uids;
   if (!c.applied_config.empty()) out["appliedConfig"] = c.applied_config;
   if (!c.annotations.empty()) out["annotations"] = c.annotations;
   return out;
@@ -68,6 +69,7 @@ PreparedClaim DecodeClaim(const json& j) {
     throw std::runtime_error("claim " + c.uid + ": unknown state \"" + state + "\"");
   }
   c.pod_uids = j.value("podUIDs", std::vector<std::string>{});
+  c.pod_group_uids = j.value("podGroupUIDs", std::vector<std::string>{});
   for (const json& d : j.value("devices", json::array())) {
     PreparedDevice device;
     device.driver = d.at("driver").get<std::string>();

@@ -546,6 +546,25 @@ absl::StatusOr<std::vector<PreparedClaim>> CheckpointStore::FindByPod(const std:
   return out;
 }
 
+absl::StatusOr<std::vector<PreparedClaim>> CheckpointStore::FindForContainer(
+    const std::string& pod_uid, const std::vector<std::string>& claim_uids) {
+  std::vector<PreparedClaim> out;
+  DEVLET_RETURN_IF_ERROR(Read([&](const Checkpoint& checkpoint) {
+    for (const std::string& uid : claim_uids) {
+      auto it = checkpoint.claims.find(uid);
+      if (it == checkpoint.claims.end()) continue;
+      const PreparedClaim& claim = it->second;
+      if (claim.pod_group_uids.empty() &&
+          std::find(claim.pod_uids.begin(), claim.pod_uids.end(), pod_uid) ==
+              claim.pod_uids.end()) {
+        continue;
+      }
+      out.push_back(claim);
+    }
+  }));
+  return out;
+}
+
 absl::StatusOr<std::string> CheckpointStore::QuarantineCorrupted() {
   DEVLET_ASSIGN_OR_RETURN(Lock lock, Acquire());
   absl::StatusOr<Checkpoint> current = LoadLocked();

@@ -112,6 +112,27 @@ TEST_F(StoreTest, LifecycleAndLookups) {
   }
 }
 
+// A container names its claims; FindForContainer serves those recorded for its pod or for a
+// PodGroup (KEP-5729: no pod in reservedFor), and the PodGroups survive a reopen.
+TEST_F(StoreTest, FindForContainerServesThePodsClaimsAndPodGroupClaims) {
+  auto store = OpenStore();
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("mine", "pod-1")));
+  ASSERT_OK(store->RecordPrepareCompleted(Claim("theirs", "pod-2")));
+  PreparedClaim group = Claim("group");
+  group.pod_group_uids = {"group-uid"};
+  ASSERT_OK(store->RecordPrepareCompleted(group));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<PreparedClaim> found,
+                       store->FindForContainer("pod-1", {"group", "theirs", "mine", "unknown"}));
+  ASSERT_THAT(found, SizeIs(2));
+  EXPECT_EQ(found[0].uid, "group");
+  EXPECT_EQ(found[1].uid, "mine");
+  EXPECT_THAT(OpenStore()->FindClaim("group"),
+              IsOkAndHolds(Optional(::testing::Field(&PreparedClaim::pod_group_uids,
+                                                     ElementsAre("group-uid")))));
+  EXPECT_THAT(store->FindByPod("pod-1"), IsOkAndHolds(SizeIs(1)));
+}
+
 TEST_F(StoreTest, FailedMutationWritesNothing) {
   auto store = OpenStore();
   ASSERT_OK(store->RecordPrepareCompleted(Claim("a")));

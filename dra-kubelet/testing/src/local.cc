@@ -1,39 +1,12 @@
 #include "devlet/dra_kubelet/testing/local.h"
 
-#include <dirent.h>
-
-#include <algorithm>
 #include <cctype>
-#include <nlohmann/json.hpp>
+#include <cstdio>
 
-#include "devlet/common/files.h"
 #include "devlet/common/status.h"
-#include "devlet/common/strings.h"
-#include "devlet/dra_kubelet/config.h"
-#include "files.h"
-#include "names.h"
-#include "record_json.h"
 
 namespace devlet::dra_kubelet::testing {
 namespace {
-
-using nlohmann::json;
-using nlohmann::ordered_json;
-
-std::vector<std::string> ListJsonFiles(const std::string& dir) {
-  std::vector<std::string> files;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return files;
-  while (dirent* entry = ::readdir(d)) {
-    std::string name = entry->d_name;
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0 && name[0] != '.') {
-      files.push_back(dir + "/" + name);
-    }
-  }
-  ::closedir(d);
-  std::sort(files.begin(), files.end());
-  return files;
-}
 
 std::string DeviceKey(const std::string& pool, const std::string& device,
                       const std::optional<std::string>& share_id) {
@@ -50,44 +23,7 @@ std::string EnvSuffix(const std::string& device) {
   return out;
 }
 
-constexpr std::string_view kCheckpointVersion = "devlet.io/dra-checkpoint/v1";
-
-absl::Status DataLoss(const std::string& message) { return absl::DataLossError(message); }
-
 }  // namespace
-
-// ---- FileClaimSource ------------------------------------------------------------------------------
-
-FileClaimSource::FileClaimSource(std::string dir) : dir_(std::move(dir)) {}
-
-absl::StatusOr<ResourceClaim> FileClaimSource::GetClaim(const std::string& namespace_name,
-                                                        const std::string& name,
-                                                        const std::string& /*uid*/) {
-  std::string parse_errors;
-  for (const std::string& file : ListJsonFiles(dir_)) {
-    DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content,
-                            ReadFileIfExists(file));
-    if (!content) continue;
-    json doc = json::parse(*content, nullptr, /*allow_exceptions=*/false);
-    std::vector<std::string> items;
-    if (doc.is_object() && doc.value("kind", "") == "List" && doc.contains("items") &&
-        doc["items"].is_array()) {
-      for (const json& item : doc["items"]) items.push_back(item.dump());
-    } else {
-      items.push_back(*content);
-    }
-    for (const std::string& item : items) {
-      absl::StatusOr<ResourceClaim> claim = ParseResourceClaimJson(item);
-      if (!claim.ok()) {
-        parse_errors += "; " + file + ": " + Message(claim.status());
-        continue;
-      }
-      if (claim->namespace_name == namespace_name && claim->name == name) return claim;
-    }
-  }
-  return NotFound("ResourceClaim " + namespace_name + "/" + name + " not found in " + dir_ +
-                  parse_errors);
-}
 
 // ---- SimulatedBackend ------------------------------------------------------------------------------
 
@@ -198,143 +134,6 @@ void SimulatedBackend::FailDevice(const std::string& device, bool fail) {
 std::map<std::string, std::string> SimulatedBackend::PreparedDevices() const {
   std::lock_guard lock(mutex_);
   return prepared_;
-}
-
-// ---- JsonCdiWriter ------------------------------------------------------------------------------
-
-JsonCdiWriter::JsonCdiWriter(std::string cdi_root) : root_(std::move(cdi_root)) {}
-
-std::string JsonCdiWriter::RenderSpec(const CdiSpec& spec) {
-  ordered_json doc;
-  doc["cdiVersion"] = spec.cdi_version;
-  doc["kind"] = spec.kind;
-  ordered_json devices = ordered_json::array();
-  for (const CdiDevice& device : spec.devices) {
-    devices.push_back({{"name", device.name}, {"containerEdits", internal::EditsToJson(device.edits)}});
-  }
-  doc["devices"] = std::move(devices);
-  doc["containerEdits"] = ordered_json::object();
-  return doc.dump(2) + "\n";
-}
-
-absl::Status JsonCdiWriter::WriteSpec(const std::string& file_name, const CdiSpec& spec) {
-  if (!internal::IsPlainFileName(file_name)) {
-    return InvalidArgument("CDI spec file name " + GoQuote(file_name) + " is not a plain file name");
-  }
-  DEVLET_RETURN_IF_ERROR(internal::MakeDirs(root_, 0755));
-  return WithContext(WriteFileAtomically(root_ + "/" + file_name, RenderSpec(spec), 0644),
-                     "writing CDI spec");
-}
-
-absl::Status JsonCdiWriter::RemoveSpec(const std::string& file_name) {
-  if (!internal::IsPlainFileName(file_name)) {
-    return InvalidArgument("CDI spec file name " + GoQuote(file_name) + " is not a plain file name");
-  }
-  return internal::RemoveFile(root_ + "/" + file_name);
-}
-
-absl::StatusOr<std::vector<std::string>> JsonCdiWriter::ListSpecs() {
-  return internal::ListJsonFiles(root_);
-}
-
-bool JsonCdiWriter::SpecExists(const std::string& file_name) {
-  return internal::PathExists(root_ + "/" + file_name);
-}
-
-bool JsonCdiWriter::SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) {
-  absl::StatusOr<std::optional<std::string>> current = ReadFileIfExists(root_ + "/" + file_name);
-  return current.ok() && current->has_value() && **current == RenderSpec(spec);
-}
-
-// ---- FileClaimRecordStore -----------------------------------------------------------------------
-
-FileClaimRecordStore::FileClaimRecordStore(std::string path) : path_(std::move(path)) {}
-
-absl::StatusOr<std::map<std::string, ClaimRecord>> FileClaimRecordStore::Load() {
-  std::map<std::string, ClaimRecord> records;
-  DEVLET_ASSIGN_OR_RETURN(std::optional<std::string> content, ReadFileIfExists(path_));
-  if (!content) return records;
-  const std::string what = "checkpoint " + path_;
-  json doc = json::parse(*content, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("data") || !doc.contains("checksum") ||
-      !doc["checksum"].is_string()) {
-    return DataLoss(what + " is corrupted (not a checkpoint document); move it away to start over");
-  }
-  if (doc.value("version", "") != kCheckpointVersion) {
-    return DataLoss(what + " has version " + doc.value("version", "(none)") + ", expected " +
-                    std::string(kCheckpointVersion));
-  }
-  const std::string data = doc["data"].dump();
-  auto digest = internal::Sha256(data);
-  if (internal::HexEncode(digest.data(), digest.size()) != doc["checksum"].get<std::string>()) {
-    return DataLoss(what + " is corrupted (checksum mismatch); move it away to start over");
-  }
-  const json& claims = doc["data"]["claims"];
-  if (!claims.is_object()) return DataLoss(what + " is corrupted (no claims object)");
-  for (const auto& [uid, entry] : claims.items()) {
-    absl::StatusOr<ClaimRecord> record = internal::RecordFromJson(entry);
-    if (!record.ok()) return DataLoss(what + ": claim " + uid + ": " + Message(record.status()));
-    records[uid] = *std::move(record);
-  }
-  return records;
-}
-
-absl::Status FileClaimRecordStore::Save(const std::map<std::string, ClaimRecord>& records) {
-  ordered_json claims = ordered_json::object();
-  for (const auto& [uid, record] : records) claims[uid] = internal::RecordToJson(record);
-  ordered_json data = {{"claims", std::move(claims)}};
-  // The checksum covers the data as json::dump renders it after a parse (sorted keys), so the
-  // reader can recompute it from the parsed document.
-  const std::string canonical = json::parse(data.dump()).dump();
-  auto digest = internal::Sha256(canonical);
-  ordered_json doc;
-  doc["version"] = kCheckpointVersion;
-  doc["checksum"] = internal::HexEncode(digest.data(), digest.size());
-  doc["data"] = std::move(data);
-  std::string dir = path_.substr(0, path_.rfind('/'));
-  if (!dir.empty() && dir != path_) DEVLET_RETURN_IF_ERROR(internal::MakeDirs(dir, 0750));
-  return WithContext(WriteFileAtomically(path_, doc.dump() + "\n", 0600),
-                     "writing checkpoint");
-}
-
-absl::StatusOr<std::optional<ClaimRecord>> FileClaimRecordStore::Get(const std::string& claim_uid) {
-  std::lock_guard lock(mutex_);
-  DEVLET_ASSIGN_OR_RETURN(auto records, Load());
-  auto it = records.find(claim_uid);
-  if (it == records.end()) return std::optional<ClaimRecord>();
-  return std::optional<ClaimRecord>(std::move(it->second));
-}
-
-absl::Status FileClaimRecordStore::Put(const ClaimRecord& record) {
-  std::lock_guard lock(mutex_);
-  DEVLET_ASSIGN_OR_RETURN(auto records, Load());
-  records[record.claim.uid] = record;
-  return Save(records);
-}
-
-absl::Status FileClaimRecordStore::Delete(const std::string& claim_uid) {
-  std::lock_guard lock(mutex_);
-  DEVLET_ASSIGN_OR_RETURN(auto records, Load());
-  if (records.erase(claim_uid) == 0) return absl::OkStatus();
-  return Save(records);
-}
-
-absl::Status FileClaimRecordStore::Commit(const std::vector<ClaimRecord>& puts,
-                                         const std::vector<std::string>& deletes) {
-  if (puts.empty() && deletes.empty()) return absl::OkStatus();
-  std::lock_guard lock(mutex_);
-  DEVLET_ASSIGN_OR_RETURN(auto records, Load());
-  for (const ClaimRecord& record : puts) records[record.claim.uid] = record;
-  for (const std::string& uid : deletes) records.erase(uid);
-  return Save(records);
-}
-
-absl::StatusOr<std::vector<ClaimRecord>> FileClaimRecordStore::List() {
-  std::lock_guard lock(mutex_);
-  DEVLET_ASSIGN_OR_RETURN(auto records, Load());
-  std::vector<ClaimRecord> out;
-  for (auto& [uid, record] : records) out.push_back(std::move(record));
-  return out;
 }
 
 }  // namespace devlet::dra_kubelet::testing

@@ -203,6 +203,16 @@ class Preparer {
   // already done are undone. Returns the records to store with the claim.
   absl::StatusOr<std::vector<ActionRecord>> Prepare(const DraDevice& device);
 
+  // Reapply sets up again, after a reboot, what `records` (the result of Prepare(device) in an
+  // earlier boot) did in the kernel, in their order: the PF's VFs (held again for the device),
+  // the vfio-pci binding, the mediated device with its recorded UUID. Command records are kept
+  // as they are (what an administrator's command did is not known to be gone). An action whose
+  // state is still in place keeps its old record (its undo data stays the first boot's), so
+  // Reapply in the same boot changes nothing. On failure what Reapply redid is undone and the
+  // error says which step failed. Returns the records to store in place of `records`.
+  absl::StatusOr<std::vector<ActionRecord>> Reapply(const DraDevice& device,
+                                                    const std::vector<ActionRecord>& records);
+
   // Unprepare undoes records in reverse order, continuing past errors; returns the first error.
   // SR-IOV records release their holder in the SriovLedger; the VFs are removed (the PF restored
   // to the count and autoprobe setting recorded before devlet created them) when that was the

@@ -68,7 +68,10 @@ struct ResourceClaim {
   bool allocated = false;  // status.allocation is present.
   std::vector<AllocationResult> results;
   std::vector<AllocationConfig> config;  // In allocation order: FromClass entries come first.
-  std::vector<std::string> reserved_for_uids;  // status.reservedFor[].uid
+  std::vector<std::string> reserved_for_uids;  // status.reservedFor[].uid of pods
+  // status.reservedFor[].uid of PodGroups (KEP-5729, scheduling.k8s.io podgroups): the claim
+  // serves every pod of the group, which the kubelet checks before it prepares it for one.
+  std::vector<std::string> reserved_for_pod_groups;
   std::vector<std::string> allocation_node_names;  // matchFields metadata.name values, if any.
 
   // Ref returns the claim's identity.

@@ -110,6 +110,10 @@ struct DevicePrepareRequest {
   std::optional<std::string> share_id;
   bool admin_access = false;
   DeviceConfig config;  // Merged class and claim configuration for this device.
+  // The device was prepared for this claim in an earlier boot and the host rebooted since: what
+  // that preparation did in the kernel (driver bindings, VFs, mediated devices) is gone and must
+  // be set up again, although the backend's own records say it is done.
+  bool after_reboot = false;
 };
 
 // NetworkData is what a network device looks like once configured (ResourceClaim
@@ -236,12 +240,18 @@ struct ClaimRecord {
   std::optional<std::string> pod_claim_name;
   // status.reservedFor[].uid at prepare time: the pods the NRI side joins on.
   std::vector<std::string> pod_uids;
+  // The PodGroups it is reserved for (KEP-5729): any of their pods' containers may name it.
+  std::vector<std::string> pod_group_uids;
   std::vector<PreparedDeviceRecord> devices;
   std::vector<std::string> cdi_spec_files;  // Base names in the CDI root.
   std::vector<std::string> metadata_files;  // Absolute paths of device-metadata files.
   // metadata.generation of the claim's device-metadata files (KEP-5304): 1 when prepared, +1 on
   // every later change of their content (network data learnt at RunPodSandbox).
   std::int64_t metadata_generation = 1;
+  // The boot (PreparerOptions::boot_id) in which the devices were last prepared; empty in
+  // records of an older devlet. A repeated prepare in another boot prepares the devices again
+  // (DevicePrepareRequest::after_reboot).
+  std::string boot_id;
 };
 
 // ClaimRecordStore is the durable record of prepared claims, keyed by claim UID. Every Put and

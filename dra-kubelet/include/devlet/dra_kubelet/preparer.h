@@ -62,6 +62,12 @@ struct PreparerOptions {
   // Where vendor CDI devices (PreparedDevice::vendor_cdi_device_ids) resolve, lowest priority
   // first, when a device's container edits are recorded (the backend checked them at prepare).
   std::vector<std::string> vendor_cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
+  // This boot of the host (devlet-node reads /proc/sys/kernel/random/boot_id). A claim prepared
+  // in another boot has its devices prepared again at the kubelet's next prepare, before it
+  // answers (DevicePrepareRequest::after_reboot: the backend redoes what the reboot undid, such
+  // as vfio bindings, VF counts and mediated devices), so no container starts on devices that
+  // lost their set-up. Empty: reboots are not detected.
+  std::string boot_id;
 };
 
 // kReadyConditionType is the condition the preparer sets on every prepared device.
@@ -191,7 +197,9 @@ class ClaimPreparer {
   static void LogBatch(const Batch& batch, std::chrono::steady_clock::time_point start);
   absl::Status Plan(Work& work, const std::map<std::string, ClaimRecord>& checkpoint,
                     const std::vector<const ClaimRecord*>& planned);
-  absl::Status PrepareDevices(ClaimRecord& record);
+  absl::Status PrepareDevices(ClaimRecord& record, bool after_reboot = false);
+  // PreparedInAnotherBoot: `record`'s devices were prepared before a reboot (see boot_id).
+  bool PreparedInAnotherBoot(const ClaimRecord& record) const;
   bool RollBack(const ClaimRecord& record);  // true when everything was undone
   absl::Status WriteFiles(ClaimRecord& record);
   absl::Status EnsureFiles(const ClaimRecord& record);

@@ -151,6 +151,10 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
 
   absl::StatusOr<std::vector<nri::PreparedClaim>> ClaimsForPod(
       std::string_view pod_uid) const override;
+  // ClaimsNamedByContainer reads the named claims in one read of the checkpoint
+  // (state::CheckpointStore::FindForContainer).
+  absl::StatusOr<std::vector<nri::PreparedClaim>> ClaimsNamedByContainer(
+      std::string_view pod_uid, const std::vector<std::string>& claim_uids) const override;
   absl::Status PodNetworkReady(const nri::PodNetwork& network) const override;
 
  private:

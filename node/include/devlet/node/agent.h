@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "devlet/devices/inventory.h"
 #include "devlet/devices/profile.h"
+#include "devlet/devices/sysfs.h"
 #include "devlet/devices/watcher.h"
 #include "devlet/kube/client.h"
 #include "devlet/node/metrics.h"
@@ -70,6 +71,10 @@ struct AgentOptions {
   std::string pod_uid;
   // Simulated hardware.
   std::string sysfs_root = "/sys";
+  // The sysfs devlet acts through (not owned; it must show sysfs_root's tree); nullptr: files
+  // under sysfs_root. Tests pass a simulated kernel (devices::testing::FakeSysfs), whose writes
+  // bind drivers and create VFs and mdevs as the kernel's do.
+  devices::Sysfs* sysfs = nullptr;
   std::string topology_xml;
   // Directory that holds the host's device nodes (DevicesBackendOptions::dev_root); "/" normally.
   std::string dev_root = "/";
@@ -104,6 +109,10 @@ struct AgentOptions {
   PublishFeatures features;
   // Vendor CDI spec directories for profiles' cdiDevices (lowest priority first).
   std::vector<std::string> vendor_cdi_dirs = {"/etc/cdi", "/var/run/cdi"};
+  // --boot-id-file: this boot's identity (dra_kubelet::PreparerOptions::boot_id): a claim
+  // prepared in another boot has its vfio bindings, VFs and mdevs set up again at the kubelet's
+  // next prepare. Start fails when it cannot be read; empty: reboots are not detected.
+  std::string boot_id_file = "/proc/sys/kernel/random/boot_id";
 };
 
 // AgentStatus is a snapshot for logs, the health endpoint and tests.

@@ -133,6 +133,18 @@ class PreparedClaimsView {
   virtual absl::StatusOr<std::vector<PreparedClaim>> ClaimsForPod(
       std::string_view pod_uid) const = 0;
 
+  // ClaimsNamedByContainer returns the prepared claims among `claim_uids` (those a container
+  // names through the CDI devices the kubelet gave it) that serve the pod `pod_uid`: prepared
+  // for the pod, or for a PodGroup (KEP-5729; one claim for hundreds of pods, none of them in
+  // its reservedFor: the kubelet checked the pod's group before it prepared the claim for it).
+  // A UID that is neither is left out. Errors as ClaimsForPod. The default serves the pod's own
+  // claims (ClaimsForPod).
+  virtual absl::StatusOr<std::vector<PreparedClaim>> ClaimsNamedByContainer(
+      std::string_view pod_uid, const std::vector<std::string>& claim_uids) const {
+    (void)claim_uids;
+    return ClaimsForPod(pod_uid);
+  }
+
   // PodNetworkReady tells the node state the pod's network once it is set up, so that the
   // network devices of the pod's claims get their network data (KEP-5304 device metadata,
   // ResourceClaim status) before the first container is created. An error fails the

@@ -69,6 +69,9 @@ struct PreparedClaim {
   std::string name;
   ClaimState state = ClaimState::kPrepareStarted;
   std::vector<std::string> pod_uids;        // pods the claim is reserved for (status.reservedFor)
+  // PodGroups it is reserved for (KEP-5729): a container of any pod may name it (the kubelet
+  // checked the pod's group before it prepared the claim for the pod).
+  std::vector<std::string> pod_group_uids;
   std::vector<PreparedDevice> devices;
   std::vector<std::string> files;           // host files written for the claim (CDI specs,
                                             // metadata files): removed on unprepare

@@ -130,6 +130,12 @@ class CheckpointStore {
   // FindByPod returns the claims recorded for `pod_uid`, in claim-UID order.
   absl::StatusOr<std::vector<PreparedClaim>> FindByPod(const std::string& pod_uid);
 
+  // FindForContainer returns, in one read and in the order of `claim_uids`, the claims among
+  // them that serve `pod_uid`: recorded for the pod, or for a PodGroup (pod_group_uids). Other
+  // UIDs are left out.
+  absl::StatusOr<std::vector<PreparedClaim>> FindForContainer(
+      const std::string& pod_uid, const std::vector<std::string>& claim_uids);
+
   // QuarantineCorrupted renames a checkpoint whose snapshot or journal does not decode to
   // "checkpoint.json.corrupt-<unix seconds>" (and the journal to
   // "checkpoint.journal.corrupt-<unix seconds>") and returns the new snapshot path, so the daemon

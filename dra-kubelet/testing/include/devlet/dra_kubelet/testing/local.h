@@ -1,13 +1,9 @@
 // File: devlet/dra_kubelet/testing/local.h
 //
-// Self-contained stand-ins for the interfaces in interfaces.h, for this module's tests, the test
-// server of the Go kubelet harness and benchmarks; devlet-node uses the kube/, devices/, cdi/ and
-// state/ modules instead (test support, not part of the production library):
-//
-//   FileClaimSource      ResourceClaims from *.json files in a directory (re-read on each call)
-//   SimulatedBackend     a pool of simulated devices; also a HealthSource
-//   JsonCdiWriter        CDI spec files written atomically into a CDI root
-//   FileClaimRecordStore  a versioned, checksummed JSON checkpoint written atomically
+// A stand-in for the device backend of interfaces.h, for this module's tests, the test server of
+// the Go kubelet harness and benchmarks (test support, not part of the production library): a pool
+// of simulated devices, also a HealthSource. Claims, CDI specs and the checkpoint go through the
+// production adapters (devlet_adapters.h) in tests as in devlet-node.
 #pragma once
 
 #include <atomic>
@@ -23,20 +19,6 @@
 #include "devlet/dra_kubelet/interfaces.h"
 
 namespace devlet::dra_kubelet::testing {
-
-// FileClaimSource reads every *.json file of `dir` on each call. A file holds one ResourceClaim or
-// a List of them. Files that do not parse are reported only when nothing else matches.
-class FileClaimSource final : public ClaimSource {
- public:
-  explicit FileClaimSource(std::string dir);
-
-  absl::StatusOr<ResourceClaim> GetClaim(const std::string& namespace_name,
-                                         const std::string& name,
-                                         const std::string& uid) override;
-
- private:
-  std::string dir_;
-};
 
 // SimulatedDevice is one device of a SimulatedBackend.
 struct SimulatedDevice {
@@ -82,56 +64,6 @@ class SimulatedBackend final : public DeviceBackend, public HealthSource {
   std::map<std::string, std::string> prepared_;
   std::function<void()> listener_;
   std::atomic<std::int64_t> prepare_calls_{0};
-};
-
-// JsonCdiWriter writes CDI specs as JSON files in `cdi_root` (created 0755 when missing) with a
-// temp file, fsync and rename, so runtimes never read a partial spec.
-class JsonCdiWriter final : public CdiWriter {
- public:
-  explicit JsonCdiWriter(std::string cdi_root);
-
-  absl::Status WriteSpec(const std::string& file_name, const CdiSpec& spec) override;
-  absl::Status RemoveSpec(const std::string& file_name) override;
-  bool SpecExists(const std::string& file_name) override;
-  // ListSpecs lists the ".json" files of the CDI root (a missing root is empty).
-  absl::StatusOr<std::vector<std::string>> ListSpecs() override;
-  bool SpecIsCurrent(const std::string& file_name, const CdiSpec& spec) override;
-
-  // RenderSpec returns the JSON text WriteSpec writes.
-  static std::string RenderSpec(const CdiSpec& spec);
-
- private:
-  std::string root_;
-};
-
-// FileClaimRecordStore keeps every ClaimRecord in one JSON file
-// {"version": "devlet.io/dra-checkpoint/v1", "checksum": "<sha256 of data>", "data": {...}},
-// re-read on every call (no cross-call memory: safe with two plugin instances under flock) and
-// rewritten atomically (temp file, fsync, rename, fsync directory). A file with a bad checksum
-// or an unknown version is an error, never silently reset.
-class FileClaimRecordStore final : public ClaimRecordStore {
- public:
-  explicit FileClaimRecordStore(std::string path);
-
-  absl::StatusOr<std::optional<ClaimRecord>> Get(const std::string& claim_uid) override;
-  absl::Status Put(const ClaimRecord& record) override;
-  absl::Status Delete(const std::string& claim_uid) override;
-  absl::StatusOr<std::vector<ClaimRecord>> List() override;
-  // Commit rewrites the file once for the whole batch.
-  absl::Status Commit(const std::vector<ClaimRecord>& puts,
-                      const std::vector<std::string>& deletes) override;
-  // CommitDeferred is Commit: the file has no deferred mode.
-  absl::Status CommitDeferred(const std::vector<ClaimRecord>& puts,
-                              const std::vector<std::string>& deletes) override {
-    return Commit(puts, deletes);
-  }
-
- private:
-  absl::StatusOr<std::map<std::string, ClaimRecord>> Load();
-  absl::Status Save(const std::map<std::string, ClaimRecord>& records);
-
-  std::string path_;
-  std::mutex mutex_;
 };
 
 }  // namespace devlet::dra_kubelet::testing

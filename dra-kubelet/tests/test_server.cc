@@ -231,7 +231,8 @@ int main(int argc, char** argv) {
   devlet::flags::AddFlag(app, "--crash-at", crash_at,
                          "Crash injection: SIGKILL at <op>:<n>[:after|:torn], op one of "
                          "checkpoint.put, checkpoint.delete, cdi.write, cdi.remove, "
-                         "backend.prepare, backend.unprepare, journal.write, journal.clear, snapshot.rename");
+                         "backend.prepare, backend.unprepare, journal.write, journal.clear, "
+                         "snapshot.rename");
   std::uint64_t journal_bytes = devlet::state::StoreOptions{}.journal_bytes;
   std::uint64_t compact_after_bytes = 0;
   devlet::flags::AddFlag(app, "--journal-bytes", journal_bytes,

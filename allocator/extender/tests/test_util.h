@@ -107,6 +107,8 @@ class LoopbackServer {
       return status;
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
     client_->set_keep_alive(true);
+    // As the scheduler's Go client: without it the body waits on the headers' delayed ACK.
+    client_->set_tcp_nodelay(true);
     return absl::OkStatus();
   }
 

@@ -365,7 +365,8 @@ class Extender {
   Options options_;
   Counters counters_;
   std::mutex pods_mu_;
-  std::map<std::string, kube::Pod> pods_seen_;  // "ns/name" -> pod from the last Filter
+  // "ns/name" -> pod from the last Filter, allocate mode, until it is bound (at most 10,000).
+  std::map<std::string, kube::Pod> pods_seen_;
   struct Cache;  // per-node outcomes (extender.cc)
   std::unique_ptr<Cache> cache_;
 };

@@ -484,23 +484,16 @@ absl::Status CheckpointClaimsView::PodNetworkReady(const nri::PodNetwork& networ
 
 absl::StatusOr<std::vector<nri::PreparedClaim>> CheckpointClaimsView::ClaimsForPod(
     std::string_view pod_uid) const {
-  absl::StatusOr<std::vector<state::PreparedClaim>> claims =
-      store_.FindByPod(std::string(pod_uid));
-  if (!claims.ok()) {
-    return WithContext(claims.status(), "reading devlet's checkpoint of prepared claims");
-  }
-  std::vector<nri::PreparedClaim> out;
-  for (const state::PreparedClaim& claim : *claims) {
-    if (claim.state != state::ClaimState::kPrepareCompleted) continue;
-    out.push_back(ToNriClaim(claim));
-  }
-  return out;
+  return ToNriClaims(store_.FindByPod(std::string(pod_uid)));
 }
 
 absl::StatusOr<std::vector<nri::PreparedClaim>> CheckpointClaimsView::ClaimsNamedByContainer(
     std::string_view pod_uid, const std::vector<std::string>& claim_uids) const {
-  absl::StatusOr<std::vector<state::PreparedClaim>> claims =
-      store_.FindForContainer(std::string(pod_uid), claim_uids);
+  return ToNriClaims(store_.FindForContainer(std::string(pod_uid), claim_uids));
+}
+
+absl::StatusOr<std::vector<nri::PreparedClaim>> CheckpointClaimsView::ToNriClaims(
+    const absl::StatusOr<std::vector<state::PreparedClaim>>& claims) const {
   if (!claims.ok()) {
     return WithContext(claims.status(), "reading devlet's checkpoint of prepared claims");
   }

@@ -6,14 +6,13 @@
 // One cycle: a ResourceClaim appears (in turn one GPU, one NIC with its device-metadata file, or
 // two GPUs), the kubelet prepares it over the DRA socket, the runtime runs its pod sandbox and
 // creates a container naming it over NRI, stops and removes both, the kubelet unprepares the
-// claim and the claim is deleted. After a warm-up of W cycles (default 500: the allocator's
+// claim and the claim is deleted. After a warm-up of W cycles (ctest: 1,000; the allocator's
 // arenas and gRPC's buffers settle), and then every K cycles, it prints the process's RSS, open
 // file descriptors and threads, and what devlet keeps on disk (CDI specs, device-metadata files,
 // checkpoint records, preparation journals). It fails (exit 1) when at the end any of those
 // differs from the warm-up's (files and records: from none), or RSS grew by 1 MiB or more. The
 // Agent runs in this process on the simulated GPU server (devices/testing), so RSS and threads
 // include the harness's own, which does the same work every cycle.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,6 +27,7 @@
 #include "agent_test_util.h"
 #include "devlet/cdi/spec_dir.h"
 #include "devlet/common/status.h"
+#include "devlet/common/testing/soak.h"
 #include "devlet/devices/testing/fake_sysfs.h"
 #include "devlet/dra_kubelet/testing/kubelet_client.h"
 #include "devlet/kube/client.h"
@@ -45,37 +45,20 @@ namespace fs = std::filesystem;
 // Sample is what one measurement found.
 struct Sample {
   int cycle = 0;
-  long rss_kib = 0;
-  int fds = 0;
-  int threads = 0;
+  devlet::testing::ProcessUsage usage;
   int cdi_specs = 0;
   int metadata_files = 0;
   int checkpoint_claims = 0;
   int preparation_journals = 0;
 };
 
-long RssKib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
-
-int CountEntries(const fs::path& dir, bool recursive = false) {
+// CountFiles counts the regular files below `dir` (0 when it is missing).
+int CountFiles(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return 0;
   int n = 0;
-  if (recursive) {
-    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-      if (entry.is_regular_file(ec)) ++n;
-    }
-  } else {
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      (void)entry;
-      ++n;
-    }
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) ++n;
   }
   return n;
 }
@@ -146,8 +129,8 @@ class Soak {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count() /
           every;
-      std::printf("%7d %9ld %5d %8d %10d %9d %12d %9d %8.2f\n", s.cycle, s.rss_kib, s.fds,
-                  s.threads, s.cdi_specs, s.metadata_files, s.checkpoint_claims,
+      std::printf("%7d %9ld %5d %8d %10d %9d %12d %9d %8.2f\n", s.cycle, s.usage.rss_kib,
+                  s.usage.fds, s.usage.threads, s.cdi_specs, s.metadata_files, s.checkpoint_claims,
                   s.preparation_journals, ms);
       std::fflush(stdout);
       start = std::chrono::steady_clock::now();
@@ -220,12 +203,10 @@ class Soak {
   Sample Measure(int cycle) {
     Sample s;
     s.cycle = cycle;
-    s.rss_kib = RssKib();
-    s.fds = CountEntries("/proc/self/fd");
-    s.threads = CountEntries("/proc/self/task");
-    s.cdi_specs = CountEntries(dir_ / "cdi");
-    s.metadata_files = CountEntries(plugin_dir_ / "dra-device-metadata", /*recursive=*/true);
-    s.preparation_journals = CountEntries(plugin_dir_ / "preparation");
+    s.usage = devlet::testing::MeasureProcess();
+    s.cdi_specs = devlet::testing::CountEntries(dir_ / "cdi");
+    s.metadata_files = CountFiles(plugin_dir_ / "dra-device-metadata");
+    s.preparation_journals = devlet::testing::CountEntries(plugin_dir_ / "preparation");
     absl::StatusOr<std::unique_ptr<state::CheckpointStore>> checkpoint =
         state::CheckpointStore::Open({.dir = plugin_dir_.string()});
     if (checkpoint.ok()) {
@@ -241,25 +222,11 @@ class Soak {
     if (samples.size() < 2) return InvalidArgument("too few samples: raise --cycles");
     const Sample& warm = samples.front();
     const Sample& last = samples.back();
-    std::string problems;
-    auto same = [&](const char* what, long before, long after) {
-      if (before != after) {
-        problems += std::string("\n  ") + what + ": " + std::to_string(before) + " after the " +
-                    "warm-up, " + std::to_string(after) + " at the end";
-      }
-    };
-    same("open file descriptors", warm.fds, last.fds);
-    same("threads", warm.threads, last.threads);
-    same("CDI spec files", warm.cdi_specs, last.cdi_specs);
-    same("device-metadata files", 0, last.metadata_files);
-    same("checkpoint records", 0, last.checkpoint_claims);
-    same("preparation journals", 0, last.preparation_journals);
-    const long growth = last.rss_kib - warm.rss_kib;
-    std::printf("%d cycles after the warm-up: RSS %+ld KiB (%ld -> %ld), fds %d -> %d, threads "
-                "%d -> %d\n",
-                cycles, growth, warm.rss_kib, last.rss_kib, warm.fds, last.fds, warm.threads,
-                last.threads);
-    if (growth >= 1024) problems += "\n  RSS grew by " + std::to_string(growth) + " KiB";
+    std::string problems = devlet::testing::UsageProblems(warm.usage, last.usage, cycles);
+    devlet::testing::ExpectSame(problems, "CDI spec files", warm.cdi_specs, last.cdi_specs);
+    devlet::testing::ExpectSame(problems, "device-metadata files", 0, last.metadata_files);
+    devlet::testing::ExpectSame(problems, "checkpoint records", 0, last.checkpoint_claims);
+    devlet::testing::ExpectSame(problems, "preparation journals", 0, last.preparation_journals);
     if (!problems.empty()) return Internal("leaks after the soak:" + problems);
     return absl::OkStatus();
   }
@@ -276,28 +243,10 @@ class Soak {
 }  // namespace devlet::node
 
 int main(int argc, char** argv) {
-  int cycles = 1000;
-  int every = 100;
-  int warmup = 500;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--cycles") {
-      cycles = std::atoi(argv[i + 1]);
-    } else if (flag == "--every") {
-      every = std::atoi(argv[i + 1]);
-    } else if (flag == "--warmup") {
-      warmup = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "usage: node_soak [--cycles N] [--every K] [--warmup W]\n");
-      return 2;
-    }
-  }
-  if (cycles <= 0 || every <= 0 || warmup <= 0 || cycles % every != 0) {
-    std::fprintf(stderr, "node_soak: --cycles must be a positive multiple of --every, and "
-                         "--warmup positive\n");
-    return 2;
-  }
-  absl::Status status = devlet::node::Soak().Run(cycles, every, warmup);
+  std::optional<devlet::testing::SoakFlags> flags =
+      devlet::testing::ParseSoakFlags(argc, argv, "node_soak");
+  if (!flags) return 2;
+  absl::Status status = devlet::node::Soak().Run(flags->cycles, flags->every, flags->warmup);
   if (!status.ok()) {
     std::fprintf(stderr, "FAIL: %s\n", std::string(status.message()).c_str());
     return 1;

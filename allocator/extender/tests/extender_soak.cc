@@ -14,13 +14,12 @@
 // is the same every cycle).
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "devlet/common/status.h"
+#include "devlet/common/testing/soak.h"
 #include "devlet/extender/extender.h"
 #include "devlet/extender/server.h"
 #include "devlet/kube/codec.h"
@@ -30,33 +29,11 @@
 namespace devlet::extender {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-long RssKib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
-
-int CountEntries(const fs::path& dir) {
-  std::error_code ec;
-  int n = 0;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    (void)entry;
-    ++n;
-  }
-  return n;
-}
 
 struct Sample {
   int cycle = 0;
-  long rss_kib = 0;
-  int fds = 0;
-  int threads = 0;
+  devlet::testing::ProcessUsage usage;
   size_t held = 0;
   size_t slices = 0;
 };
@@ -113,14 +90,12 @@ class Soak {
       const int done = i + 1;
       if (done < warmup || (done - warmup) % every != 0) continue;
       Sample s{.cycle = done,
-               .rss_kib = RssKib(),
-               .fds = CountEntries("/proc/self/fd"),
-               .threads = CountEntries("/proc/self/task"),
+               .usage = devlet::testing::MeasureProcess(),
                .held = state_.num_held(),
                .slices = state_.num_slices()};
       samples.push_back(s);
-      std::printf("%7d %9ld %5d %8d %5zu %7zu\n", s.cycle, s.rss_kib, s.fds, s.threads, s.held,
-                  s.slices);
+      std::printf("%7d %9ld %5d %8d %5zu %7zu\n", s.cycle, s.usage.rss_kib, s.usage.fds,
+                  s.usage.threads, s.held, s.slices);
       std::fflush(stdout);
     }
     http_.Stop();
@@ -155,7 +130,8 @@ class Soak {
     }
     // Watch churn: a driver republishes its slices; then the pod is gone with its claim.
     DEVLET_RETURN_IF_ERROR(ApplyYaml(state_, SliceYaml("node-b", 2, i + 2)));
-    std::optional<kube::ResourceClaim> claim = state_.GetClaim("default", "c-" + std::to_string(i));
+    std::optional<kube::ResourceClaim> claim =
+        state_.GetClaim("default", "c-" + std::to_string(i));
     if (!claim) return Internal("cycle " + std::to_string(i) + ": the claim is gone");
     if (!claim->status.allocation) {
       return Internal("cycle " + std::to_string(i) + ": bind wrote no allocation");
@@ -167,17 +143,10 @@ class Soak {
     if (samples.size() < 2) return InvalidArgument("too few samples: raise --cycles");
     const Sample& warm = samples.front();
     const Sample& last = samples.back();
-    std::string problems;
-    auto same = [&](const char* what, long before, long after) {
-      if (before != after) {
-        problems += std::string("\n  ") + what + ": " + std::to_string(before) +
-                    " after the warm-up, " + std::to_string(after) + " at the end";
-      }
-    };
-    same("open file descriptors", warm.fds, last.fds);
-    same("threads", warm.threads, last.threads);
-    same("holds", 0, static_cast<long>(last.held));
-    same("slices", static_cast<long>(warm.slices), static_cast<long>(last.slices));
+    std::string problems = devlet::testing::UsageProblems(warm.usage, last.usage, cycles);
+    devlet::testing::ExpectSame(problems, "holds", 0, static_cast<long>(last.held));
+    devlet::testing::ExpectSame(problems, "slices", static_cast<long>(warm.slices),
+                                static_cast<long>(last.slices));
     for (int d = 0; d < 4; ++d) {
       for (const char* node : {"node-a", "node-b"}) {
         const std::string device = "gpu-" + std::to_string(d);
@@ -186,12 +155,6 @@ class Soak {
         }
       }
     }
-    const long growth = last.rss_kib - warm.rss_kib;
-    std::printf("%d cycles after the warm-up: RSS %+ld KiB (%ld -> %ld), fds %d -> %d, threads "
-                "%d -> %d\n",
-                cycles, growth, warm.rss_kib, last.rss_kib, warm.fds, last.fds, warm.threads,
-                last.threads);
-    if (growth >= 1024) problems += "\n  RSS grew by " + std::to_string(growth) + " KiB";
     if (!problems.empty()) return Internal("leaks after the soak:" + problems);
     return absl::OkStatus();
   }
@@ -207,28 +170,10 @@ class Soak {
 }  // namespace devlet::extender
 
 int main(int argc, char** argv) {
-  int cycles = 1000;
-  int every = 100;
-  int warmup = 500;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--cycles") {
-      cycles = std::atoi(argv[i + 1]);
-    } else if (flag == "--every") {
-      every = std::atoi(argv[i + 1]);
-    } else if (flag == "--warmup") {
-      warmup = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "usage: extender_soak [--cycles N] [--every K] [--warmup W]\n");
-      return 2;
-    }
-  }
-  if (cycles <= 0 || every <= 0 || warmup <= 0 || cycles % every != 0) {
-    std::fprintf(stderr, "extender_soak: --cycles must be a positive multiple of --every, and "
-                         "--warmup positive\n");
-    return 2;
-  }
-  absl::Status status = devlet::extender::Soak().Run(cycles, every, warmup);
+  std::optional<devlet::testing::SoakFlags> flags =
+      devlet::testing::ParseSoakFlags(argc, argv, "extender_soak");
+  if (!flags) return 2;
+  absl::Status status = devlet::extender::Soak().Run(flags->cycles, flags->every, flags->warmup);
   if (!status.ok()) {
     std::fprintf(stderr, "FAIL: %s\n", std::string(status.message()).c_str());
     return 1;

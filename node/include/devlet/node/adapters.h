@@ -159,6 +159,9 @@ class CheckpointClaimsView final : public nri::PreparedClaimsView {
 
  private:
   nri::PreparedClaim ToNriClaim(const state::PreparedClaim& claim) const;
+  // ToNriClaims converts the completed claims of a checkpoint read (its error, with context).
+  absl::StatusOr<std::vector<nri::PreparedClaim>> ToNriClaims(
+      const absl::StatusOr<std::vector<state::PreparedClaim>>& claims) const;
 
   state::CheckpointStore& store_;
   NetworkUpdater network_updater_;

@@ -174,9 +174,24 @@ class AgentTest : public ::testing::Test {
     return out;
   }
 
+  // StartWithRuntime starts the agent with an NRI socket of its own (`name` keeps the path under
+  // sun_path's 108 bytes) and plays the runtime's side of the NRI handshake.
+  void StartWithRuntime(const std::string& name, AgentOptions& options) {
+    options.nri_socket = "/tmp/" + name + "-" + std::to_string(::getpid()) + ".sock";
+    options.nri_after_registration = false;
+    ASSERT_OK_AND_ASSIGN(nri_listener_, nri::ListenUnix(options.nri_socket));
+    ASSERT_OK_AND_ASSIGN(agent_, Agent::Start(options, *store_));
+    ASSERT_OK_AND_ASSIGN(runtime_, nri::RuntimeSession::Accept(nri_listener_.get(), 10s));
+    ASSERT_OK(runtime_->Configure({}).status());
+    ASSERT_OK(runtime_->Synchronize({}, {}).status());
+  }
+
   fs::path dir_;
   devices::testing::FakeSysfs fake_;
   std::unique_ptr<kube::ManifestStore> store_;
+  nri::UniqueFd nri_listener_;
+  std::unique_ptr<Agent> agent_;
+  std::unique_ptr<nri::RuntimeSession> runtime_;
 };
 
 TEST_F(AgentTest, HealthTaintsFollowLinkAndRemovalAndGoAwayOnRecovery) {
@@ -494,17 +509,9 @@ status:
   reservedFor: [{resource: pods, name: p, uid: pod-uid-nic}]
 )"));
   AgentOptions options = Options();
-  // A short path: sun_path holds 108 bytes.
-  options.nri_socket = "/tmp/node-agent-nri-" + std::to_string(::getpid()) + ".sock";
-  options.nri_after_registration = false;
-  ASSERT_OK_AND_ASSIGN(nri::UniqueFd listener, nri::ListenUnix(options.nri_socket));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store_));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<nri::RuntimeSession> runtime,
-                       nri::RuntimeSession::Accept(listener.get(), 10s));
-  ASSERT_OK(runtime->Configure({}).status());
-  ASSERT_OK(runtime->Synchronize({}, {}).status());
+  ASSERT_NO_FATAL_FAILURE(StartWithRuntime("node-agent-nri", options));
 
-  KubeletClient kubelet(agent->Status().dra_socket);
+  KubeletClient kubelet(agent_->Status().dra_socket);
   const dra_kubelet::ClaimRef fast_net{"net", "fast-net", "claim-uid-nic"};
   ASSERT_OK_AND_ASSIGN(drav1::NodePrepareResourceResponse prepared, kubelet.Prepare(fast_net));
   ASSERT_EQ(prepared.devices_size(), 1);
@@ -530,7 +537,7 @@ status:
   run.mutable_pod()->set_namespace_("net");
   run.mutable_pod()->add_ips("10.244.1.7");
   run.mutable_pod()->add_ips("fd00:10:244:1::7");
-  ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+  ASSERT_OK(runtime_->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
 
   // Done when RunPodSandbox returns: the file is complete before any container starts.
   nlohmann::json after = first_object();
@@ -563,7 +570,7 @@ status:
   create.mutable_container()->set_name("sidecar");
   create.mutable_container()->set_pod_sandbox_id("sandbox-1");
   ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse untouched,
-                       runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
+                       runtime_->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
   EXPECT_EQ(untouched.adjust().ByteSizeLong(), 0u);
 
   // The app names the claim: the runtime applied the kubelet's CDI devices (their environment
@@ -575,7 +582,7 @@ status:
                        cdi::Registry::Load({(dir_ / "cdi").string()}).Resolve(cdi_ids));
   for (const std::string& env : applied.env) create.mutable_container()->add_env(env);
   ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse created,
-                       runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
+                       runtime_->Call<nri::api::CreateContainerResponse>("CreateContainer", create));
   std::vector<std::string> names;
   for (const auto& cdi : created.adjust().cdi_devices()) names.push_back(cdi.name());
   EXPECT_THAT(names, ::testing::Contains("devlet.io/metadata=claim-uid-nic_nic"));
@@ -585,15 +592,15 @@ status:
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["mounts"][0]["hostPath"], metadata_file.string());
 
   // A second RunPodSandbox with the same addresses changes nothing.
-  ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+  ASSERT_OK(runtime_->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
   EXPECT_EQ(first_object()["metadata"]["generation"], 2);
 
   ASSERT_OK(kubelet.Unprepare(fast_net));
   EXPECT_FALSE(fs::exists(metadata_dir));
   EXPECT_FALSE(fs::exists(dir_ / "cdi/devlet.io_metadata_claim-uid-nic_nic.json"));
   // A pod whose claims are gone: RunPodSandbox still succeeds.
-  ASSERT_OK(runtime->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
-  agent->Stop();
+  ASSERT_OK(runtime_->Call<nri::api::RunPodSandboxResponse>("RunPodSandbox", run).status());
+  agent_->Stop();
   fs::remove(options.nri_socket);
 }
 
@@ -625,15 +632,8 @@ status:
   reservedFor: [{resource: pods, name: x, uid: pod-uid-x}]
 )"));
   AgentOptions options = Options();
-  options.nri_socket = "/tmp/node-agent-nri-group-" + std::to_string(::getpid()) + ".sock";
-  options.nri_after_registration = false;
-  ASSERT_OK_AND_ASSIGN(nri::UniqueFd listener, nri::ListenUnix(options.nri_socket));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Agent> agent, Agent::Start(options, *store_));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<nri::RuntimeSession> runtime,
-                       nri::RuntimeSession::Accept(listener.get(), 10s));
-  ASSERT_OK(runtime->Configure({}).status());
-  ASSERT_OK(runtime->Synchronize({}, {}).status());
-  KubeletClient kubelet(agent->Status().dra_socket);
+  ASSERT_NO_FATAL_FAILURE(StartWithRuntime("node-agent-nri-group", options));
+  KubeletClient kubelet(agent_->Status().dra_socket);
   const dra_kubelet::ClaimRef shared{"train", "shared", "claim-uid-group"};
   const dra_kubelet::ClaimRef private_claim{"train", "private", "claim-uid-private"};
   ASSERT_OK_AND_ASSIGN(drav1::NodePrepareResourceResponse prepared, kubelet.Prepare(shared));
@@ -659,7 +659,7 @@ status:
     create.mutable_container()->set_name("worker");
     create.mutable_container()->set_pod_sandbox_id("sandbox-" + pod_uid);
     for (const std::string& entry : env) create.mutable_container()->add_env(entry);
-    return runtime->Call<nri::api::CreateContainerResponse>("CreateContainer", create);
+    return runtime_->Call<nri::api::CreateContainerResponse>("CreateContainer", create);
   };
   for (const std::string pod : {"pod-uid-a", "pod-uid-b"}) {
     ASSERT_OK_AND_ASSIGN(nri::api::CreateContainerResponse created,
@@ -678,7 +678,7 @@ status:
 
   ASSERT_OK(kubelet.Unprepare(shared));
   ASSERT_OK(kubelet.Unprepare(private_claim));
-  agent->Stop();
+  agent_->Stop();
   fs::remove(options.nri_socket);
 }
 
